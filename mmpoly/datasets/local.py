@@ -1,0 +1,156 @@
+"""mmpretrain's dataset formats, read from local files that are never downloaded at run time.
+
+Each class keeps the upstream on-disk format and loader, and adds what an offline machine needs:
+a missing ``data_root`` or file raises a FileNotFoundError that names the path and says how to
+get the data; checksums can be switched off (small files made in the same format, for tests).
+"""
+import os.path as osp
+from typing import List, Optional
+
+import numpy as np
+from mmengine.fileio import exists, join_path
+from mmpretrain.datasets import CIFAR10, CIFAR100, FashionMNIST
+from mmpretrain.datasets.mnist import read_sn3_pascalvincent_tensor
+from mmpretrain.datasets.utils import check_md5
+
+from mmpoly.registry import DATASETS
+
+
+def _missing_data_error(dataset: str, root: str, missing: List[str], how_to_get: str) -> Exception:
+    what = 'does not exist' if not osp.isdir(root) else \
+        f'lacks {", ".join(missing[:4])}{" ..." if len(missing) > 4 else ""}'
+    return FileNotFoundError(f'{dataset}: data_root {root!r} {what}. {how_to_get}')
+
+
+class _LocalCIFARMixin:
+    """CIFAR in the "python version" format: pickled batches under ``data_root/base_folder``."""
+
+    archive_url: str
+
+    def _check_integrity(self) -> bool:
+        return not self._missing_files()
+
+    def _missing_files(self) -> List[str]:
+        root = self.data_prefix['root']
+        missing = []
+        for filename, md5 in self.train_list + self.test_list + [
+            (self.meta['filename'], self.meta.get('md5'))
+        ]:
+            path = join_path(root, self.base_folder, filename)
+            if not exists(path):
+                missing.append(join_path(self.base_folder, filename))
+            elif self.verify_checksums and md5 is not None and not check_md5(path, md5):
+                raise ValueError(f'{type(self).__name__}: {path} does not match the md5 of the '
+                                 f'official archive ({md5}); re-extract {self.filename} or set '
+                                 f'verify_checksums=False for a file you made yourself')
+        return missing
+
+    def load_data_list(self) -> List[dict]:
+        missing = self._missing_files()
+        if missing:
+            raise _missing_data_error(
+                type(self).__name__, self.data_prefix['root'], missing,
+                f'Download {self.filename} ("CIFAR python version") from {self.archive_url} and '
+                f'extract it so that {join_path(self.data_prefix["root"], self.base_folder)}/ '
+                f'holds its files, or set data_root to where they are.')
+        return super().load_data_list()
+
+    def _load_meta(self) -> None:
+        verify, self.meta = self.meta, dict(self.meta)
+        if not self.verify_checksums:
+            self.meta.pop('md5', None)
+        try:
+            super()._load_meta()
+        finally:
+            self.meta = verify
+
+
+@DATASETS.register_module()
+class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
+    """CIFAR-10 from ``data_root/cifar-10-batches-py`` (see :class:`mmpretrain.datasets.CIFAR10`).
+
+    Args:
+        verify_checksums: compare every file with the official md5 (True for real data).
+        Other args: as mmpretrain's CIFAR10; ``download`` defaults to False.
+    """
+
+    archive_url = 'https://www.cs.toronto.edu/~kriz/cifar.html'
+
+    def __init__(self,
+                 data_root: str = '',
+                 split: str = 'train',
+                 metainfo: Optional[dict] = None,
+                 download: bool = False,
+                 verify_checksums: bool = True,
+                 data_prefix: str = '',
+                 test_mode: bool = False,
+                 pipeline: tuple = (),
+                 indices: Optional[int] = None,
+                 lazy_init: bool = False) -> None:
+        self.verify_checksums = verify_checksums
+        super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=download,
+                         data_prefix=data_prefix, test_mode=test_mode, pipeline=pipeline,
+                         indices=indices, lazy_init=lazy_init)
+
+
+@DATASETS.register_module()
+class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
+    """CIFAR-100 from ``data_root/cifar-100-python`` (fine labels); args as :class:`LocalCIFAR10`."""
+
+    archive_url = LocalCIFAR10.archive_url
+    __init__ = LocalCIFAR10.__init__
+
+
+@DATASETS.register_module()
+class LocalFashionMNIST(FashionMNIST):
+    """Fashion-MNIST from idx-ubyte files, gzip-compressed (``*.gz``) or extracted.
+
+    The default ``data_root`` is where Debian's ``dataset-fashion-mnist`` package puts the four
+    ``*-ubyte.gz`` files. 60,000 train / 10,000 test 28×28 grey images, 10 classes.
+    """
+
+    DEBIAN_ROOT = '/usr/share/datasets/fashion-mnist'
+
+    def __init__(self,
+                 data_root: str = DEBIAN_ROOT,
+                 split: str = 'train',
+                 metainfo: Optional[dict] = None,
+                 data_prefix: str = '',
+                 test_mode: bool = False,
+                 pipeline: tuple = (),
+                 indices: Optional[int] = None,
+                 lazy_init: bool = False) -> None:
+        super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=False,
+                         data_prefix=data_prefix, test_mode=test_mode, pipeline=pipeline,
+                         indices=indices, lazy_init=lazy_init)
+
+    def _find(self, filename: str) -> Optional[str]:
+        """The path of ``filename`` (``*.gz``) or of its extracted copy, if either exists."""
+        root = self.data_prefix['root']
+        for name in (filename, filename[:-3] if filename.endswith('.gz') else filename):
+            path = join_path(root, name)
+            if exists(path):
+                return path
+        return None
+
+    def _check_exists(self) -> bool:
+        return all(self._find(name) for name, _ in self.train_list + self.test_list)
+
+    def load_data_list(self) -> List[dict]:
+        # by split (mmpretrain's MNIST picks the files by test_mode, so split='test' alone
+        # would silently load the training images)
+        files = self.test_list if self.split == 'test' else self.train_list
+        paths = [self._find(name) for name, _ in files]
+        if None in paths:
+            missing = [name for (name, _), p in zip(files, paths) if p is None]
+            raise _missing_data_error(
+                type(self).__name__, self.data_prefix['root'], missing,
+                'On Debian/Ubuntu: apt-get install dataset-fashion-mnist (files land in '
+                f'{self.DEBIAN_ROOT}); or put the four *-ubyte(.gz) files from '
+                'https://github.com/zalandoresearch/fashion-mnist in data_root.')
+        images = read_sn3_pascalvincent_tensor(paths[0]).numpy()
+        labels = read_sn3_pascalvincent_tensor(paths[1], strict=False).numpy()
+        if images.ndim != 3 or labels.shape != (images.shape[0], ):
+            raise ValueError(f'{type(self).__name__}: {paths[0]} holds {images.shape} and '
+                             f'{paths[1]} holds {labels.shape}; expected N×28×28 and N labels')
+        return [{'img': img, 'gt_label': int(label)} for img, label in zip(images, labels)]

@@ -1,0 +1,160 @@
+"""Distributed training and testing on machines without CUDA (gloo backend).
+
+mmengine 0.10.7 assumes GPUs when launched with ``--launcher pytorch|slurm|mpi``:
+
+* ``mmengine.dist.init_dist`` calls ``torch.cuda.set_device(local_rank)`` before
+  ``init_process_group``, which raises without an NVIDIA driver;
+* ``Runner.wrap_model`` passes ``device_ids=[LOCAL_RANK]`` to ``MMDistributedDataParallel``,
+  which DDP rejects for a module on the CPU.
+
+:func:`setup_cpu_distributed` sidesteps both before the Runner is built: it initialises the
+process group itself (``Runner.setup_env`` skips ``init_dist`` once ``torch.distributed`` is
+initialised) and sets a ``model_wrapper_cfg`` with ``device_ids=None``.
+"""
+import datetime
+import os
+import subprocess
+from typing import Dict, NamedTuple, Optional
+
+import torch
+import torch.distributed as torch_dist
+from mmengine.config import Config
+
+__all__ = ['DistEnv', 'resolve_dist_env', 'cpu_model_wrapper_cfg', 'setup_cpu_distributed']
+
+LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
+DEFAULT_MASTER_PORT = '29500'  # torch.distributed's default
+
+
+class DistEnv(NamedTuple):
+    """Where this process sits in the job, read from the launcher's environment."""
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: str
+
+
+def _require(env: Dict[str, str], names: tuple, launcher: str) -> None:
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        raise RuntimeError(f'--launcher {launcher} needs the environment variables {missing}, '
+                           'which are not set; start the job with '
+                           + {'pytorch': 'tools/dist_train.sh / python -m torch.distributed.run',
+                              'slurm': 'srun (tools/slurm_train.sh)',
+                              'mpi': 'mpirun (Open MPI), with MASTER_ADDR exported'}[launcher])
+
+
+def _slurm_master_addr(node_list: str) -> str:
+    """The first host of a SLURM node list, as ``scontrol show hostnames`` expands it."""
+    try:
+        out = subprocess.run(['scontrol', 'show', 'hostnames', node_list], check=True,
+                             capture_output=True, text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise RuntimeError(f'cannot expand SLURM_NODELIST={node_list!r} with scontrol ({error}); '
+                           'export MASTER_ADDR instead') from error
+    if not out:
+        raise RuntimeError(f'scontrol returned no host for SLURM_NODELIST={node_list!r}')
+    return out[0]
+
+
+def resolve_dist_env(launcher: str, env: Optional[Dict[str, str]] = None) -> DistEnv:
+    """Read rank, world size, local rank and rendezvous address for ``launcher``.
+
+    ``pytorch`` reads torchrun's ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+    ``MASTER_PORT``; ``slurm`` reads ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID`` and
+    ``SLURM_NODELIST`` (``MASTER_ADDR``/``MASTER_PORT`` win when set); ``mpi`` reads Open MPI's
+    ``OMPI_COMM_WORLD_*`` and needs ``MASTER_ADDR``. ``MASTER_PORT`` defaults to 29500.
+    """
+    env = dict(os.environ) if env is None else env
+    if launcher == 'pytorch':
+        _require(env, ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'), launcher)
+        rank = int(env['RANK'])
+        return DistEnv(rank, int(env['WORLD_SIZE']), int(env.get('LOCAL_RANK', rank)),
+                       env['MASTER_ADDR'], env['MASTER_PORT'])
+    if launcher == 'slurm':
+        _require(env, ('SLURM_PROCID', 'SLURM_NTASKS'), launcher)
+        rank = int(env['SLURM_PROCID'])
+        addr = env.get('MASTER_ADDR') or _slurm_master_addr(env.get('SLURM_NODELIST', ''))
+        return DistEnv(rank, int(env['SLURM_NTASKS']), int(env.get('SLURM_LOCALID', 0)), addr,
+                       env.get('MASTER_PORT') or DEFAULT_MASTER_PORT)
+    if launcher == 'mpi':
+        _require(env, ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'MASTER_ADDR'), launcher)
+        return DistEnv(int(env['OMPI_COMM_WORLD_RANK']), int(env['OMPI_COMM_WORLD_SIZE']),
+                       int(env.get('OMPI_COMM_WORLD_LOCAL_RANK', 0)), env['MASTER_ADDR'],
+                       env.get('MASTER_PORT') or DEFAULT_MASTER_PORT)
+    raise ValueError(f'launcher must be one of {LAUNCHERS[1:]} here, got {launcher!r}')
+
+
+def cpu_model_wrapper_cfg(find_unused_parameters: bool = False) -> dict:
+    """``model_wrapper_cfg`` for DDP on CPU modules.
+
+    ``device_ids=None`` must be explicit: ``Runner.wrap_model`` adds
+    ``device_ids=[LOCAL_RANK]`` as a default argument for every DDP subclass, and default
+    arguments only fill keys the config lacks.
+    """
+    return dict(type='MMDistributedDataParallel', device_ids=None, broadcast_buffers=False,
+                find_unused_parameters=find_unused_parameters)
+
+
+def setup_cpu_distributed(cfg: Config, launcher: str) -> bool:
+    """Prepare ``cfg`` and the process group for a distributed run without CUDA.
+
+    Does nothing (returns False) for ``launcher='none'`` or when CUDA is available, where
+    mmengine's own ``init_dist`` works. Otherwise initialises ``torch.distributed`` with the gloo
+    backend from the launcher's environment (exporting ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+    ``MASTER_ADDR`` and ``MASTER_PORT`` for code that reads them), honours
+    ``cfg.env_cfg.dist_cfg.timeout`` (seconds), records ``backend='gloo'`` in
+    ``cfg.env_cfg.dist_cfg``, and sets ``cfg.model_wrapper_cfg`` to
+    :func:`cpu_model_wrapper_cfg` unless the config has one (a DDP-type one without
+    ``device_ids`` gets ``device_ids=None``). Call it before building the Runner.
+
+    Returns:
+        True if the CPU path was set up.
+    """
+    if launcher not in LAUNCHERS:
+        raise ValueError(f'launcher must be one of {LAUNCHERS}, got {launcher!r}')
+    if launcher == 'none' or torch.cuda.is_available():
+        return False
+    if not torch_dist.is_available():
+        raise RuntimeError('this torch build has no torch.distributed; use --launcher none')
+
+    if cfg.get('env_cfg') is None:
+        cfg.env_cfg = dict()
+    if cfg.env_cfg.get('dist_cfg') is None:
+        cfg.env_cfg.dist_cfg = dict()
+    dist_cfg = cfg.env_cfg.dist_cfg
+    backend = dist_cfg.get('backend', 'gloo')
+    if backend != 'gloo':
+        print(f'[mmpoly] CUDA is not available: using the gloo backend instead of {backend!r}',
+              flush=True)
+    dist_cfg['backend'] = 'gloo'
+    if not torch_dist.is_initialized():
+        dist_env = resolve_dist_env(launcher)
+        os.environ.update(RANK=str(dist_env.rank), WORLD_SIZE=str(dist_env.world_size),
+                          LOCAL_RANK=str(dist_env.local_rank), MASTER_ADDR=dist_env.master_addr,
+                          MASTER_PORT=str(dist_env.master_port))
+        timeout = dist_cfg.get('timeout')
+        torch_dist.init_process_group(
+            backend='gloo', init_method='env://', rank=dist_env.rank,
+            world_size=dist_env.world_size,
+            timeout=None if timeout is None else datetime.timedelta(seconds=timeout))
+        print(f'[mmpoly] rank {dist_env.rank}/{dist_env.world_size} (local rank '
+              f'{dist_env.local_rank}): gloo process group on the CPU via '
+              f'{dist_env.master_addr}:{dist_env.master_port}', flush=True)
+
+    wrapper_cfg = cfg.get('model_wrapper_cfg')
+    if wrapper_cfg is None:
+        cfg.model_wrapper_cfg = cpu_model_wrapper_cfg(cfg.get('find_unused_parameters', False))
+    elif 'device_ids' not in wrapper_cfg and _is_ddp_type(
+            wrapper_cfg.get('type', 'MMDistributedDataParallel')):
+        wrapper_cfg['device_ids'] = None
+    return True
+
+
+def _is_ddp_type(wrapper_type: object) -> bool:
+    """Whether a ``model_wrapper_cfg`` type names a ``DistributedDataParallel`` subclass."""
+    from mmengine.registry import MODEL_WRAPPERS
+    from torch.nn.parallel import DistributedDataParallel
+    cls = MODEL_WRAPPERS.get(wrapper_type) if isinstance(wrapper_type, str) else wrapper_type
+    return isinstance(cls, type) and issubclass(cls, DistributedDataParallel)

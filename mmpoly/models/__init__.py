@@ -1,0 +1,11 @@
+"""mmpoly models, registered in mmpretrain's MODELS registry on import.
+
+Layout (the paper's taxonomy): ``polynomial/`` the shared core (factors, Hadamard product,
+projection, terms); ``blocks/`` blocks by degree; ``backbones/`` ResNet-style backbones that
+take a block type; ``nonlocal_family/`` non-local blocks (degree 3, 4) plugged in after stages.
+"""
+import mmpoly.engine  # noqa: F401  (safe checkpoint loading for configs that import only models)
+from .backbones import *  # noqa: F401,F403
+from .blocks import *  # noqa: F401,F403
+from .nonlocal_family import *  # noqa: F401,F403
+from .polynomial import *  # noqa: F401,F403

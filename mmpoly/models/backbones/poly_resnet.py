@@ -1,0 +1,310 @@
+"""ResNet-style backbones whose blocks are polynomials of a chosen type and degree."""
+import inspect
+from abc import abstractmethod
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
+from mmengine.model import Sequential, constant_init
+from mmpretrain.models.backbones.base_backbone import BaseBackbone
+from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmpoly.registry import MODELS
+from ..blocks import ResNetBlock
+from ..polynomial.options import check_choice, check_positive_int, per_stage
+
+#: Blocks per stage of the standard depths (BasicBlock ResNets).
+DEPTH_PRESETS: Dict[int, Tuple[int, ...]] = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+DEFAULT_INIT = [
+    dict(type='Kaiming', layer=['Conv2d']),
+    dict(type='Constant', val=1, layer=['_BatchNorm', 'GroupNorm'])
+]
+
+
+def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stages: int,
+                        channels: int) -> List[nn.Module]:
+    """Build the plugins that follow stage ``stage`` (0-based), in the order listed.
+
+    Each entry is ``dict(cfg=dict(type=..., ...), stages=(bool, ...), stage_cfgs=[dict, ...])``
+    (as mmdet's ResNet ``plugins``): ``stages`` (default: every stage) says after which stages
+    the module is inserted; ``stage_cfgs`` (optional, one dict per stage) adds per-stage options,
+    e.g. the spatial size of a module tied to one resolution. The backbone sets ``in_channels``.
+    """
+    modules = []
+    for k, plugin in enumerate(plugins or []):
+        field = f'plugins[{k}]'
+        if not isinstance(plugin, dict) or 'cfg' not in plugin:
+            raise ValueError(f'{field} must be a dict with a "cfg" key (and optionally "stages",'
+                             f' "stage_cfgs"), got {plugin!r}')
+        unknown = set(plugin) - {'cfg', 'stages', 'stage_cfgs'}
+        if unknown:
+            raise ValueError(f'{field} has unknown keys {sorted(unknown)}; allowed: '
+                             f"['cfg', 'stages', 'stage_cfgs']")
+        stages = per_stage(f'{field}.stages', plugin.get('stages', True), num_stages)
+        for flag in stages:
+            check_choice(f'{field}.stages', flag, (True, False))
+        if not stages[stage]:
+            continue
+        cfg = dict(plugin['cfg'])
+        if 'in_channels' in cfg:
+            raise ValueError(f'{field}.cfg.in_channels is set by the backbone (stage width)')
+        stage_cfgs = plugin.get('stage_cfgs')
+        if stage_cfgs is not None:
+            cfg.update(per_stage(f'{field}.stage_cfgs', stage_cfgs, num_stages)[stage] or {})
+        modules.append(MODELS.build(dict(cfg, in_channels=channels)))
+    return modules
+
+
+def build_block(block_cfg: dict, **stage_args) -> ResNetBlock:
+    """Build one block from ``block_cfg`` plus the arguments the backbone sets per block.
+
+    Unknown options raise a ValueError listing the options the block type accepts.
+    """
+    if not isinstance(block_cfg, dict) or 'type' not in block_cfg:
+        raise ValueError(f'block_cfg must be a dict with a "type" key, got {block_cfg!r}')
+    block_type = block_cfg['type']
+    block_cls = MODELS.get(block_type) if isinstance(block_type, str) else block_type
+    if block_cls is None or not (inspect.isclass(block_cls)
+                                 and issubclass(block_cls, ResNetBlock)):
+        allowed = sorted(name for name, cls in MODELS.module_dict.items()
+                         if inspect.isclass(cls) and issubclass(cls, ResNetBlock))
+        raise ValueError(f'block_cfg.type must be one of {allowed}, got {block_type!r}')
+    accepted = [p for p in inspect.signature(block_cls.__init__).parameters if p != 'self']
+    options = {k: v for k, v in block_cfg.items() if k != 'type'}
+    for name in options:
+        if name not in accepted:
+            raise ValueError(f'block_cfg has unknown option {name!r} for {block_cls.__name__}; '
+                             f'allowed options: {sorted(set(accepted) - set(stage_args))}')
+        if name in stage_args and stage_args[name] is not None:
+            raise ValueError(f'block_cfg.{name} is set by the backbone; set it there instead')
+    for name, value in stage_args.items():
+        if value is None:
+            continue
+        if name not in accepted:
+            raise ValueError(f'{name} is not an option of {block_cls.__name__} '
+                             f'(block_cfg.type={block_cls.__name__!r})')
+        options[name] = value
+    return block_cls(**options)
+
+
+class PolyResNetBase(BaseBackbone):
+    """A ResNet whose blocks are any registered block type (degree 1, 2 or N polynomials).
+
+    Args:
+        depth: a preset of blocks per stage (10, 18 or 34), or None with ``stage_blocks``.
+        stage_blocks: blocks per stage, e.g. (2, 2, 2, 1); overrides ``depth``.
+        stage_channels: width of each stage; default (64, 128, 256, 512)[:num_stages].
+        strides: stride of the first block of each stage; default 1, 2, 2, 2 then 1 for any
+            further stage.
+        stem_channels: stem width; default ``stage_channels[0]``.
+        in_channels: input channels (3 for images, 1 for grey images and spectrograms).
+        block_cfg: the block type and its options, e.g. ``dict(type='PDCBlock', degree=2)``.
+        hidden_channels: factor width of the higher-degree terms, one int or one per stage.
+        plugins: modules inserted after chosen stages, e.g. non-local blocks:
+            ``[dict(cfg=dict(type='NonLocalBlock'), stages=(False, True, True, True))]``
+            (see :func:`build_stage_plugins`).
+        out_indices: stages whose outputs are returned.
+        frozen_stages: stages (with the stem) to freeze; -1 freezes nothing.
+        norm_eval: keep BN layers in eval mode while training (for fine-tuning).
+        zero_init_residual: zero γ of the last branch norm of every block.
+        use_activation: False removes every activation in the stem and blocks.
+        conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch.
+        init_cfg: mmengine init config (Kaiming convs, unit BN by default).
+    """
+
+    def __init__(self,
+                 depth: Optional[int] = 18,
+                 stage_blocks: Optional[Sequence[int]] = None,
+                 stage_channels: Optional[Sequence[int]] = None,
+                 strides: Optional[Sequence[int]] = None,
+                 stem_channels: Optional[int] = None,
+                 in_channels: int = 3,
+                 block_cfg: dict = dict(type='ResNetBlock'),
+                 hidden_channels: Union[None, int, Sequence[Optional[int]]] = None,
+                 plugins: Optional[Sequence[dict]] = None,
+                 out_indices: Sequence[int] = (3, ),
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 zero_init_residual: bool = True,
+                 use_activation: bool = True,
+                 conv_cfg: Optional[dict] = None,
+                 norm_cfg: dict = dict(type='BN', requires_grad=True),
+                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 init_cfg: Union[None, dict, List[dict]] = DEFAULT_INIT) -> None:
+        super().__init__(init_cfg=init_cfg)
+        if stage_blocks is None:
+            if depth not in DEPTH_PRESETS:
+                raise ValueError(f'depth must be one of {sorted(DEPTH_PRESETS)} (or None with '
+                                 f'explicit stage_blocks), got {depth!r}')
+            stage_blocks = DEPTH_PRESETS[depth]
+        elif depth is not None and depth in DEPTH_PRESETS \
+                and tuple(stage_blocks) != DEPTH_PRESETS[depth]:
+            raise ValueError(f'stage_blocks {list(stage_blocks)} contradicts depth={depth} '
+                             f'({list(DEPTH_PRESETS[depth])}); set depth=None')
+        if not isinstance(stage_blocks, (list, tuple)) or len(stage_blocks) == 0:
+            raise ValueError(f'stage_blocks must be a non-empty list, got {stage_blocks!r}')
+        num_stages = len(stage_blocks)
+        for i, n in enumerate(stage_blocks):
+            check_positive_int(f'stage_blocks[{i}]', n)
+        if stage_channels is None:
+            if num_stages > 4:
+                raise ValueError('stage_channels must be given for more than 4 stages')
+            stage_channels = (64, 128, 256, 512)[:num_stages]
+        stage_channels = per_stage('stage_channels', list(stage_channels), num_stages)
+        for i, c in enumerate(stage_channels):
+            check_positive_int(f'stage_channels[{i}]', c)
+        if strides is None:
+            strides = [1] + [2 if i < 4 else 1 for i in range(1, num_stages)]
+        strides = per_stage('strides', list(strides), num_stages)
+        for i, s in enumerate(strides):
+            check_positive_int(f'strides[{i}]', s)
+        stem_channels = stage_channels[0] if stem_channels is None else stem_channels
+        check_positive_int('stem_channels', stem_channels)
+        check_positive_int('in_channels', in_channels)
+        hidden = per_stage('hidden_channels', hidden_channels, num_stages)
+        for i, h in enumerate(hidden):
+            if h is not None:
+                check_positive_int(f'hidden_channels[{i}]', h)
+        out_indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
+        for i in out_indices:
+            check_choice('out_indices', i if i >= 0 else num_stages + i, range(num_stages))
+        if not isinstance(frozen_stages, int) or not -1 <= frozen_stages <= num_stages:
+            raise ValueError(f'frozen_stages must be an int in [-1, {num_stages}], '
+                             f'got {frozen_stages!r}')
+        check_choice('use_activation', use_activation, (True, False))
+        check_choice('norm_eval', norm_eval, (True, False))
+        check_choice('zero_init_residual', zero_init_residual, (True, False))
+
+        self.stage_blocks = list(stage_blocks)
+        self.stage_channels = stage_channels
+        self.num_stages = num_stages
+        self.out_indices = [i if i >= 0 else num_stages + i for i in out_indices]
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.zero_init_residual = zero_init_residual
+        self.use_activation = use_activation
+        act_cfg = act_cfg if use_activation else None
+
+        self._make_stem(in_channels, stem_channels, conv_cfg, norm_cfg, act_cfg)
+        self.res_layers: List[str] = []
+        channels = stem_channels
+        for i in range(num_stages):
+            blocks = []
+            for j in range(stage_blocks[i]):
+                blocks.append(
+                    build_block(
+                        block_cfg,
+                        in_channels=channels,
+                        out_channels=stage_channels[i],
+                        stride=strides[i] if j == 0 else 1,
+                        hidden_channels=hidden[i],
+                        conv_cfg=conv_cfg,
+                        norm_cfg=norm_cfg,
+                        act_cfg=act_cfg,
+                        use_activation=use_activation))
+                channels = stage_channels[i]
+            blocks += build_stage_plugins(plugins, i, num_stages, channels)
+            name = f'layer{i + 1}'
+            # mmengine's Sequential runs each module's own init_weights after the backbone's
+            # init_cfg, so a plugin's own initialisation (e.g. a zeroed output conv) survives.
+            self.add_module(name, Sequential(*blocks))
+            self.res_layers.append(name)
+        self._freeze_stages()
+
+    @abstractmethod
+    def _make_stem(self, in_channels: int, stem_channels: int, conv_cfg: Optional[dict],
+                   norm_cfg: dict, act_cfg: Optional[dict]) -> None:
+        """Build conv1, norm1 and relu (and anything else the stem needs)."""
+
+    def _stem_layers(self, in_channels: int, stem_channels: int, kernel_size: int, stride: int,
+                     conv_cfg: Optional[dict], norm_cfg: dict, act_cfg: Optional[dict]) -> None:
+        self.conv1 = build_conv_layer(conv_cfg, in_channels, stem_channels, kernel_size,
+                                      stride=stride, padding=kernel_size // 2, bias=False)
+        self.norm1_name, norm1 = build_norm_layer(norm_cfg, stem_channels, postfix=1)
+        self.add_module(self.norm1_name, norm1)
+        self.relu = build_activation_layer(act_cfg) if act_cfg is not None else nn.Identity()
+
+    @property
+    def norm1(self) -> nn.Module:
+        return getattr(self, self.norm1_name)
+
+    def stem(self, x: Tensor) -> Tensor:
+        return self.relu(self.norm1(self.conv1(x)))
+
+    def _freeze_stages(self) -> None:
+        if self.frozen_stages >= 0:
+            for m in (self.conv1, self.norm1):
+                m.eval()
+                for param in m.parameters():
+                    param.requires_grad = False
+        for i in range(1, self.frozen_stages + 1):
+            layer = getattr(self, f'layer{i}')
+            layer.eval()
+            for param in layer.parameters():
+                param.requires_grad = False
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
+            return  # the checkpoint already holds every weight
+        if self.zero_init_residual:
+            for m in self.modules():
+                if isinstance(m, ResNetBlock):
+                    constant_init(m.last_branch_norm, 0)
+
+    def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
+        x = self.stem(x)
+        outs = []
+        for i, name in enumerate(self.res_layers):
+            x = getattr(self, name)(x)
+            if i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)
+
+    def train(self, mode: bool = True) -> 'PolyResNetBase':
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+
+@MODELS.register_module()
+class PolyResNetCIFAR(PolyResNetBase):
+    """CIFAR-style polynomial ResNet: 3×3 stride-1 stem, no max-pool (32×32 inputs)."""
+
+    def _make_stem(self, in_channels, stem_channels, conv_cfg, norm_cfg, act_cfg) -> None:
+        self._stem_layers(in_channels, stem_channels, 3, 1, conv_cfg, norm_cfg, act_cfg)
+
+
+@MODELS.register_module()
+class PolyResNet(PolyResNetBase):
+    """ImageNet-style polynomial ResNet: 7×7 stride-2 stem and a 3×3 stride-2 max-pool."""
+
+    def _make_stem(self, in_channels, stem_channels, conv_cfg, norm_cfg, act_cfg) -> None:
+        self._stem_layers(in_channels, stem_channels, 7, 2, conv_cfg, norm_cfg, act_cfg)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+
+    def stem(self, x: Tensor) -> Tensor:
+        return self.maxpool(super().stem(x))
+
+
+PDC_BLOCK = dict(type='PDCBlock', degree=2)
+
+
+@MODELS.register_module()
+class PDCResNetCIFAR(PolyResNetCIFAR):
+    """:class:`PolyResNetCIFAR` whose blocks default to PDC blocks of degree 2."""
+
+    def __init__(self, *args, block_cfg: dict = PDC_BLOCK, **kwargs) -> None:
+        super().__init__(*args, block_cfg=block_cfg, **kwargs)
+
+
+@MODELS.register_module()
+class PDCResNet(PolyResNet):
+    """:class:`PolyResNet` whose blocks default to PDC blocks of degree 2."""
+
+    def __init__(self, *args, block_cfg: dict = PDC_BLOCK, **kwargs) -> None:
+        super().__init__(*args, block_cfg=block_cfg, **kwargs)

@@ -1,0 +1,96 @@
+"""Degree 1: the ResNet BasicBlock, y = act((I + C) z), the block every family augments."""
+from typing import Optional
+
+from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
+from mmengine.model import BaseModule
+from torch import Tensor, nn
+
+from mmpoly.registry import MODELS
+from ..polynomial.options import act_cfg_option, check_choice, check_positive_int
+
+
+@MODELS.register_module()
+class ResNetBlock(BaseModule):
+    """ResNet BasicBlock: out = act(branch(x) + shortcut(x)), a first-degree polynomial.
+
+    Subclasses augment it with higher-degree terms by overriding :meth:`expansion`, which
+    combines the branch C z and the shortcut I z (the input z as seen by the block).
+    Module names (conv1, bn1, conv2, bn2, downsample) are those of mmpretrain's BasicBlock, so
+    ResNet checkpoints load unchanged into any block of the family.
+
+    Args:
+        in_channels / out_channels: block input and output width.
+        stride: stride of conv1 and of the projecting shortcut.
+        first_degree_convs: 2 (conv-norm-act-conv-norm, the ResNet branch) or 1 (conv-norm-act,
+            the official PDC ``use_only_first_conv``: the activation stays in the branch).
+        conv_cfg / norm_cfg / act_cfg: mmcv layer configs of the branch and block output.
+        use_activation: False removes every activation of the block (no-activation networks).
+
+    Shapes: x (B, in_channels, H, W) -> (B, out_channels, H/stride, W/stride).
+    """
+
+    degree = 1
+
+    def __init__(self,
+                 in_channels: int,
+                 out_channels: int,
+                 stride: int = 1,
+                 first_degree_convs: int = 2,
+                 conv_cfg: Optional[dict] = None,
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 use_activation: bool = True,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        check_positive_int('in_channels', in_channels)
+        check_positive_int('out_channels', out_channels)
+        check_positive_int('stride', stride)
+        check_choice('first_degree_convs', first_degree_convs, (1, 2))
+        check_choice('use_activation', use_activation, (True, False))
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.first_degree_convs = first_degree_convs
+        self.use_activation = use_activation
+        act_cfg = act_cfg_option('act_cfg', act_cfg) if use_activation else None
+
+        self.conv1 = build_conv_layer(
+            conv_cfg, in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+        self.norm1_name, norm1 = build_norm_layer(norm_cfg, out_channels, postfix=1)
+        self.add_module(self.norm1_name, norm1)
+        if first_degree_convs == 2:
+            self.conv2 = build_conv_layer(
+                conv_cfg, out_channels, out_channels, 3, stride=1, padding=1, bias=False)
+            self.norm2_name, norm2 = build_norm_layer(norm_cfg, out_channels, postfix=2)
+            self.add_module(self.norm2_name, norm2)
+        self.downsample: Optional[nn.Sequential] = None
+        if stride != 1 or in_channels != out_channels:
+            self.downsample = nn.Sequential(
+                build_conv_layer(conv_cfg, in_channels, out_channels, 1, stride=stride,
+                                 bias=False),
+                build_norm_layer(norm_cfg, out_channels)[1])
+        self.relu = build_activation_layer(act_cfg) if act_cfg is not None else nn.Identity()
+
+    @property
+    def last_branch_norm(self) -> nn.Module:
+        """The norm that closes the branch (its γ is zeroed by ``zero_init_residual``)."""
+        name = self.norm2_name if self.first_degree_convs == 2 else self.norm1_name
+        return getattr(self, name)
+
+    def branch(self, x: Tensor) -> Tensor:
+        """C z: conv1-norm1-act[-conv2-norm2]."""
+        out = self.relu(getattr(self, self.norm1_name)(self.conv1(x)))
+        if self.first_degree_convs == 2:
+            out = getattr(self, self.norm2_name)(self.conv2(out))
+        return out
+
+    def shortcut(self, x: Tensor) -> Tensor:
+        """I z: identity, or a strided 1×1 conv + norm when the shape changes."""
+        return x if self.downsample is None else self.downsample(x)
+
+    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+        """The polynomial of the block before its output activation; degree 1: C z + I z."""
+        return branch + shortcut
+
+    def forward(self, x: Tensor) -> Tensor:
+        # The shortcut is computed once per forward (the official PDC code ran it twice).
+        return self.relu(self.expansion(self.branch(x), self.shortcut(x)))

@@ -1,0 +1,105 @@
+"""PDC: the ResNet block augmented with higher-degree terms that share no factors."""
+from typing import Optional, Union
+
+from mmcv.cnn import build_norm_layer
+from torch import Tensor, nn
+
+from mmpoly.registry import MODELS
+from ..polynomial import (PolynomialTerm, act_cfg_option, check_odd_kernel, check_positive_int,
+                          norm_cfg_option)
+from .basic import ResNetBlock
+
+LEAKY_RELU = dict(type='LeakyReLU', negative_slope=0.01)
+
+
+@MODELS.register_module()
+class PDCBlock(ResNetBlock):
+    """Polynomial of degree N without factor sharing (paper eq. nosharing_model_no_sharing).
+
+        y = act( C z + I z  +  Σ_{n=2..N} α_n · P_n( F_{n,1}(x1) ∘ … ∘ F_{n,n}(x1) ) ),
+        x1 = input_norm(I z)
+
+    The first-degree term is the ResNet branch plus shortcut; every degree n >= 2 has its own
+    n factors (:class:`PolynomialTerm`), so no factor is shared across degrees. With
+    ``degree=1`` the block is exactly :class:`ResNetBlock` (no extra modules or parameters).
+    Defaults are the official CIFAR configuration (``pdc_so_nosharing.yml``).
+
+    Args:
+        degree: N >= 1.
+        hidden_channels: width of the factors (the official ``planes_ho``); default out_channels.
+        factor_kernel_size: odd kernel of the factor convs (``kern_loc_so``).
+        projection_kernel_size: odd kernel of the projection convs (``kern_loc``).
+        num_projection_convs: convs in each projection (``n_lconvs``).
+        input_norm: norm of the factor input I z (``norm_x``): 'BN', 'IN', 'none' or a dict.
+        factor_norm: norm after each factor conv: 'BN', 'IN', 'none' or a dict.
+        projection_norm: norm after each projection conv (``norm_local``).
+        factor_act / projection_act: activations of factors / projection ('none' to drop).
+        scale_init: initial value of every α_n (``init_a``; 0 switches the terms off at start).
+        Other args: see :class:`ResNetBlock`.
+    """
+
+    def __init__(self,
+                 in_channels: int,
+                 out_channels: int,
+                 stride: int = 1,
+                 degree: int = 2,
+                 hidden_channels: Optional[int] = None,
+                 first_degree_convs: int = 2,
+                 factor_kernel_size: int = 3,
+                 projection_kernel_size: int = 3,
+                 num_projection_convs: int = 1,
+                 input_norm: Union[None, str, dict] = 'BN',
+                 factor_norm: Union[None, str, dict] = 'BN',
+                 projection_norm: Union[None, str, dict] = 'IN',
+                 factor_act: Union[None, str, dict] = LEAKY_RELU,
+                 projection_act: Union[None, str, dict] = LEAKY_RELU,
+                 scale_init: float = 0.0,
+                 conv_cfg: Optional[dict] = None,
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 use_activation: bool = True,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(in_channels, out_channels, stride, first_degree_convs, conv_cfg,
+                         norm_cfg, act_cfg, use_activation, init_cfg)
+        self.degree = check_positive_int('degree', degree)
+        hidden_channels = out_channels if hidden_channels is None else hidden_channels
+        self.hidden_channels = check_positive_int('hidden_channels', hidden_channels)
+        check_odd_kernel('factor_kernel_size', factor_kernel_size)
+        check_odd_kernel('projection_kernel_size', projection_kernel_size)
+        check_positive_int('num_projection_convs', num_projection_convs)
+        input_norm_cfg = norm_cfg_option('input_norm', input_norm)
+        factor_norm_cfg = norm_cfg_option('factor_norm', factor_norm)
+        projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
+        factor_act_cfg = act_cfg_option('factor_act', factor_act)
+        projection_act_cfg = act_cfg_option('projection_act', projection_act)
+        if not use_activation:
+            factor_act_cfg = projection_act_cfg = None
+        if not isinstance(scale_init, (int, float)) or isinstance(scale_init, bool):
+            raise ValueError(f'scale_init must be a number, got {scale_init!r}')
+
+        self.input_norm: nn.Module = nn.Identity()
+        if degree >= 2 and input_norm_cfg is not None:
+            self.input_norm = build_norm_layer(input_norm_cfg, out_channels)[1]
+        self.terms = nn.ModuleList(
+            PolynomialTerm(
+                n,
+                out_channels,
+                self.hidden_channels,
+                out_channels,
+                factor_kernel_size=factor_kernel_size,
+                projection_kernel_size=projection_kernel_size,
+                num_projection_convs=num_projection_convs,
+                conv_cfg=conv_cfg,
+                factor_norm_cfg=factor_norm_cfg,
+                factor_act_cfg=factor_act_cfg,
+                projection_norm_cfg=projection_norm_cfg,
+                projection_act_cfg=projection_act_cfg,
+                scale_init=scale_init) for n in range(2, degree + 1))
+
+    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+        out = branch + shortcut  # the first-degree term
+        if len(self.terms) > 0:
+            z = self.input_norm(shortcut)
+            for term in self.terms:  # degrees 2..N, each with its own factors
+                out = out + term(z)
+        return out

@@ -1,0 +1,103 @@
+"""Π-net: the ResNet block with higher-degree terms that share their factors across degrees."""
+from typing import Optional, Union
+
+import torch
+from mmcv.cnn import build_norm_layer
+from torch import Tensor, nn
+
+from mmpoly.registry import MODELS
+from ..polynomial import (Factor, Projection, check_choice, check_odd_kernel, check_positive_int,
+                          hadamard_product, norm_cfg_option)
+from .basic import ResNetBlock
+
+
+@MODELS.register_module()
+class PiNetBlock(ResNetBlock):
+    """Π-net block of degree N (paper eq. prodpoly_model3, realised as in SPEC §1.3).
+
+        t_1 = C z (the ResNet branch, the shared S factor),  a = A(I z) (the shared A factor)
+        t_n = t_{n-1} ∘ a                                    for n = 2..N
+        y   = act( C z + I z + α · P(t_2 + … + t_N) )
+
+    Every degree reuses the same two factors (the branch and ``a``), which is what separates
+    Π-nets from PDC. ``a`` is the shortcut output through ``input_norm`` and optional
+    ``num_input_convs`` convs; P is ``num_projection_convs`` convs with norm, or just the norm
+    when there are none (mmcls ``pinet_relu``: BN on the product).
+
+    Args:
+        degree: N >= 2.
+        num_input_convs: k×k convs (+ norm) on the shared factor a (RP ``n_xconvs``).
+        num_projection_convs: k×k convs (+ norm) on the product (RP ``n_lconvs``), may be 0.
+        projection_kernel_size: odd kernel of those convs.
+        input_norm / projection_norm: 'BN', 'IN', 'none' or a dict.
+        use_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
+        Other args: see :class:`ResNetBlock`.
+    """
+
+    def __init__(self,
+                 in_channels: int,
+                 out_channels: int,
+                 stride: int = 1,
+                 degree: int = 2,
+                 first_degree_convs: int = 2,
+                 num_input_convs: int = 0,
+                 num_projection_convs: int = 1,
+                 projection_kernel_size: int = 1,
+                 input_norm: Union[None, str, dict] = 'BN',
+                 projection_norm: Union[None, str, dict] = 'BN',
+                 use_scale: bool = True,
+                 scale_init: float = 0.0,
+                 conv_cfg: Optional[dict] = None,
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 use_activation: bool = True,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(in_channels, out_channels, stride, first_degree_convs, conv_cfg,
+                         norm_cfg, act_cfg, use_activation, init_cfg)
+        check_positive_int('degree', degree)
+        if degree < 2:
+            raise ValueError(f'degree of a PiNetBlock must be >= 2 (degree 1 is ResNetBlock), '
+                             f'got {degree}')
+        self.degree = degree
+        if isinstance(num_input_convs, bool) or not isinstance(num_input_convs, int) \
+                or num_input_convs < 0:
+            raise ValueError(f'num_input_convs must be an integer >= 0, got {num_input_convs!r}')
+        if isinstance(num_projection_convs, bool) or not isinstance(num_projection_convs, int) \
+                or num_projection_convs < 0:
+            raise ValueError(f'num_projection_convs must be an integer >= 0, got '
+                             f'{num_projection_convs!r}')
+        check_odd_kernel('projection_kernel_size', projection_kernel_size)
+        check_choice('use_scale', use_scale, (True, False))
+        if not isinstance(scale_init, (int, float)) or isinstance(scale_init, bool):
+            raise ValueError(f'scale_init must be a number, got {scale_init!r}')
+        input_norm_cfg = norm_cfg_option('input_norm', input_norm)
+        projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
+
+        c = out_channels
+        self.input_norm: nn.Module = nn.Identity() if input_norm_cfg is None else \
+            build_norm_layer(input_norm_cfg, c)[1]
+        self.input_convs = nn.Sequential(*[
+            Factor(c, c, projection_kernel_size, conv_cfg, projection_norm_cfg)
+            for _ in range(num_input_convs)
+        ])
+        if num_projection_convs > 0:
+            self.projection: nn.Module = Projection(c, c, projection_kernel_size,
+                                                    num_projection_convs, conv_cfg,
+                                                    projection_norm_cfg)
+        elif projection_norm_cfg is not None:
+            self.projection = build_norm_layer(projection_norm_cfg, c)[1]
+        else:
+            self.projection = nn.Identity()
+        self.scale = nn.Parameter(torch.tensor(float(scale_init))) if use_scale else None
+
+    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+        shared = self.input_convs(self.input_norm(shortcut))  # the factor A, shared by degrees
+        term = branch  # t_1: the factor S, shared by degrees
+        higher = []
+        for _ in range(2, self.degree + 1):
+            term = hadamard_product([term, shared])  # t_n = t_{n-1} ∘ a
+            higher.append(term)
+        out = self.projection(torch.stack(higher).sum(0) if len(higher) > 1 else higher[0])
+        if self.scale is not None:
+            out = self.scale * out
+        return branch + shortcut + out

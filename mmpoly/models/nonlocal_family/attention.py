@@ -1,0 +1,180 @@
+"""The product of the non-local family: a contraction over positions, and what all blocks share.
+
+In the polynomial core (``mmpoly.models.polynomial``) a term multiplies its factors element-wise
+(:func:`~mmpoly.models.polynomial.hadamard_product`). The non-local family multiplies them as
+matrices instead, contracting over positions. With Z ∈ R^{HW×c} the input flattened over
+positions:
+
+    third degree:   (Z C1)(Z C2)ᵀ (Z C3)      :func:`pairwise_product`
+    second degree:  (Z C4) (Z C5)             :func:`mix_positions` (Z C4 is already HW×HW)
+
+A *position map* M (rows: query positions, columns: key positions) is either softmaxed over the
+keys (the paper's "softmax activation", as in NL) or, for the plain polynomial, divided by the
+number of key positions (as mmcv's ``dot_product`` mode). :class:`NonLocalBase` holds the
+options, the residual output conv ``conv_out`` and the initialisation that every block shares.
+"""
+import math
+from typing import Optional, Union
+
+import torch
+from mmcv.cnn import ConvModule
+from mmengine.model import BaseModule, constant_init, normal_init
+from torch import Tensor
+
+from ..polynomial.options import check_positive_int, norm_cfg_option
+
+#: Standard deviation of the normal initialisation of every input factor (mmcv's NonLocal2d).
+FACTOR_INIT_STD = 0.01
+
+
+def to_positions(x: Tensor) -> Tensor:
+    """(B, C, H, W) -> (B, HW, C): the feature map as the paper's matrix Z (one row a position)."""
+    return x.flatten(2).transpose(1, 2)
+
+
+def to_map(z: Tensor, height: int, width: int) -> Tensor:
+    """(B, HW, C) -> (B, C, H, W): the inverse of :func:`to_positions`."""
+    return z.transpose(1, 2).reshape(z.shape[0], z.shape[2], height, width)
+
+
+def normalise_over_positions(scores: Tensor, use_softmax: bool) -> Tensor:
+    """Weights over the last (key-position) axis of ``scores`` (B, Q, N).
+
+    softmax over the N keys, or ``scores / N`` (a polynomial: linear in ``scores``).
+    """
+    if use_softmax:
+        return scores.softmax(dim=-1)
+    return scores / scores.shape[-1]
+
+
+def mix_positions(scores: Tensor, value: Tensor, use_softmax: bool) -> Tensor:
+    """Second-degree contraction M (Z C): (B, Q, N) position map × (B, N, d) value -> (B, Q, d).
+
+    M is normalised over its N key positions first (:func:`normalise_over_positions`).
+    """
+    return torch.bmm(normalise_over_positions(scores, use_softmax), value)
+
+
+def pairwise_product(query: Tensor, key: Tensor, value: Tensor, use_softmax: bool,
+                     scale: float = 1.0) -> Tensor:
+    """Third-degree contraction (Z C1)(Z C2)ᵀ (Z C3) of the non-local block.
+
+    Args:
+        query: Z C1, (B, HW, d).
+        key: Z C2, (B, HW, d).
+        value: Z C3, (B, HW, d_v).
+        use_softmax: softmax the (HW × HW) map over the keys (after multiplying it by
+            ``scale``), or divide it by HW (``scale`` is then not used).
+        scale: logit scale before the softmax, e.g. 1/√d (and 1/τ for a temperature).
+
+    Returns:
+        (B, HW, d_v).
+    """
+    scores = torch.bmm(query, key.transpose(1, 2))
+    if use_softmax and scale != 1.0:
+        scores = scores * scale
+    return mix_positions(scores, value, use_softmax)
+
+
+class NonLocalBase(BaseModule):
+    """Options, output conv and initialisation shared by the non-local family.
+
+    Every block computes an inner map y (B, c/r, H, W) from its input x and returns
+    ``x + conv_out(y)``; subclasses implement :meth:`inner`.
+
+    Args:
+        in_channels: c, the width of the feature map (set by the backbone for a plugin).
+        reduction: r; the factors map c -> c/r channels. Must divide ``in_channels``.
+            Default 4, the paper's "compress the channels by a factor of 4 for all models"
+            (mmcv's NonLocal2d defaults to 2).
+        use_softmax: softmax the position maps over the keys (True, the paper's blocks) or
+            divide them by the number of positions (False: the block is a polynomial).
+        use_scale: multiply the pairwise logits by 1/√(c/r) before the softmax (mmcv's
+            ``embedded_gaussian``). Has no effect without softmax, where the division by the
+            number of positions normalises the product (mmcv's ``dot_product``).
+        use_activation: False makes the block activation-free. The blocks contain no
+            element-wise activation; the only non-polynomial operation is the softmax, which
+            the paper calls "a softmax activation function", so False also turns the softmax
+            off (the block is used with softmax iff ``use_softmax and use_activation``).
+        norm_cfg: norm after ``conv_out`` (e.g. ``dict(type='BN')``); None (default): conv_out
+            has a bias and no norm. As in mmcv, with a norm the conv has no bias and the norm
+            (not the conv) is zero-initialised.
+        init_cfg: mmengine init config. None (default): every factor conv normal(0, 0.01) with
+            zero bias and conv_out (or its norm) zero, so that the block starts as the
+            identity. This runs in ``__init__`` and again in :meth:`init_weights` (after a
+            backbone's own ``init_cfg``).
+    """
+
+    #: Degree of the block as a polynomial of its input (softmax off; the residual adds 1).
+    degree = 3
+
+    def __init__(self,
+                 in_channels: int,
+                 reduction: int = 4,
+                 use_softmax: bool = True,
+                 use_scale: bool = True,
+                 use_activation: bool = True,
+                 norm_cfg: Union[None, str, dict] = None,
+                 init_cfg: Optional[Union[dict, list]] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        name = type(self).__name__
+        check_positive_int('in_channels', in_channels)
+        check_positive_int('reduction', reduction)
+        if in_channels % reduction != 0:
+            raise ValueError(f'reduction {reduction} must divide in_channels {in_channels} of '
+                             f'{name} (the factors map {in_channels} -> in_channels / '
+                             f'reduction channels)')
+        for flag, value in (('use_softmax', use_softmax), ('use_scale', use_scale),
+                            ('use_activation', use_activation)):
+            if not isinstance(value, bool):  # a membership test would accept 0 and 1
+                raise ValueError(f'{flag} must be True or False, got {value!r}')
+        self.in_channels = in_channels
+        self.reduction = reduction
+        self.inter_channels = in_channels // reduction
+        self.use_scale = use_scale
+        self.use_activation = use_activation
+        self.use_softmax = use_softmax and use_activation
+        self.norm_cfg = norm_cfg_option('norm_cfg', norm_cfg)
+        self.conv_out = ConvModule(
+            self.inter_channels, in_channels, 1, norm_cfg=self.norm_cfg, act_cfg=None)
+
+    @property
+    def logit_scale(self) -> float:
+        """Multiplier of the pairwise logits before the softmax."""
+        return 1.0 / math.sqrt(self.inter_channels) if self.use_scale else 1.0
+
+    def factor(self, out_channels: int) -> ConvModule:
+        """A factor Z C_i: a 1×1 conv in_channels -> out_channels with bias (no norm, no act)."""
+        return ConvModule(self.in_channels, out_channels, 1, norm_cfg=None, act_cfg=None)
+
+    def input_factors(self):
+        """The factor convs initialised normal(0, 0.01) by default (everything but conv_out)."""
+        return [m for m in self.children() if isinstance(m, ConvModule) and m is not self.conv_out]
+
+    def reset_parameters(self) -> None:
+        """The default initialisation (see the class docstring)."""
+        for factor in self.input_factors():
+            normal_init(factor.conv, mean=0.0, std=FACTOR_INIT_STD, bias=0.0)
+        if self.conv_out.with_norm:  # the conv keeps its own init; the zero norm gates it
+            constant_init(self.conv_out.norm, 0.0)
+        else:
+            constant_init(self.conv_out.conv, 0.0)
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        if self.init_cfg is None:
+            self.reset_parameters()
+
+    def check_input(self, x: Tensor) -> None:
+        """Raise a ValueError for a feature map this block cannot take."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f'{type(self).__name__} expects a (B, {self.in_channels}, H, W) '
+                             f'feature map, got shape {tuple(x.shape)}')
+
+    def inner(self, x: Tensor) -> Tensor:
+        """The polynomial before the output conv: (B, c, H, W) -> (B, c/r, H, W)."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.check_input(x)
+        return x + self.conv_out(self.inner(x))

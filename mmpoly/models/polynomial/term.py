@@ -1,0 +1,64 @@
+"""A higher-degree term T_n(z) = α_n · P_n(F_{n,1}(z) ∘ … ∘ F_{n,n}(z)) with its own factors."""
+from typing import Optional
+
+import torch
+from mmengine.model import BaseModule
+from torch import Tensor, nn
+
+from .factor import Factor, Projection, hadamard_product
+from .options import check_positive_int
+
+
+class PolynomialTerm(BaseModule):
+    """The degree-``degree`` term of a PDC expansion (paper eq. nosharing_model_no_sharing).
+
+    It owns ``degree`` factor layers (nothing is shared with other degrees), multiplies them
+    element-wise, projects the product back to ``out_channels`` and scales it by a learnable
+    scalar α_n (``scale``), initialised to ``scale_init``.
+
+    Args:
+        degree: n >= 2, the number of factors in the Hadamard product.
+        in_channels: width of the input z.
+        hidden_channels: width of each factor (the official code's ``planes_ho``).
+        out_channels: width of the term's output (the block width).
+        factor_kernel_size / projection_kernel_size: odd conv kernel sizes.
+        num_projection_convs: number of convs in the projection.
+        factor_norm_cfg / factor_act_cfg: norm and activation after each factor conv.
+        projection_norm_cfg / projection_act_cfg: norm and activation after each projection conv.
+        scale_init: initial α_n (0 in the official code: the term starts switched off).
+
+    Shapes: z (B, in_channels, H, W) -> (B, out_channels, H, W).
+    """
+
+    def __init__(self,
+                 degree: int,
+                 in_channels: int,
+                 hidden_channels: int,
+                 out_channels: int,
+                 factor_kernel_size: int = 3,
+                 projection_kernel_size: int = 3,
+                 num_projection_convs: int = 1,
+                 conv_cfg: Optional[dict] = None,
+                 factor_norm_cfg: Optional[dict] = dict(type='BN'),
+                 factor_act_cfg: Optional[dict] = None,
+                 projection_norm_cfg: Optional[dict] = dict(type='IN'),
+                 projection_act_cfg: Optional[dict] = None,
+                 scale_init: float = 0.0,
+                 init_cfg: Optional[dict] = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        check_positive_int('degree', degree)
+        if degree < 2:
+            raise ValueError(f'degree of a PolynomialTerm must be >= 2 (degree 1 is the ResNet '
+                             f'branch), got {degree}')
+        self.degree = degree
+        self.factors = nn.ModuleList(
+            Factor(in_channels, hidden_channels, factor_kernel_size, conv_cfg=conv_cfg,
+                   norm_cfg=factor_norm_cfg, act_cfg=factor_act_cfg) for _ in range(degree))
+        self.projection = Projection(hidden_channels, out_channels, projection_kernel_size,
+                                     num_projection_convs, conv_cfg=conv_cfg,
+                                     norm_cfg=projection_norm_cfg, act_cfg=projection_act_cfg)
+        self.scale = nn.Parameter(torch.tensor(float(scale_init)))
+
+    def forward(self, z: Tensor) -> Tensor:
+        product = hadamard_product([factor(z) for factor in self.factors])
+        return self.scale * self.projection(product)

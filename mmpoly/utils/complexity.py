@@ -1,0 +1,61 @@
+"""Parameter and FLOP counts of a config's model (used by get_flops.py and paper_table.py)."""
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+from mmengine.analysis import get_model_complexity_info
+from mmengine.config import Config
+from mmengine.logging import MMLogger
+from torch import nn
+
+from mmpoly.registry import MODELS
+
+
+@dataclass
+class Complexity:
+    params: int  # trainable parameters (BN affine included, running statistics excluded)
+    flops: Optional[int]  # multiply-accumulates of one forward pass (mmengine's convention)
+    input_shape: Tuple[int, int, int]
+
+
+def count_params(model: nn.Module) -> int:
+    """Trainable parameters, as the paper counts them."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def build_model(cfg: Config, part: str = 'model') -> nn.Module:
+    """Build the whole model (``part='model'``) or only its backbone (``part='backbone'``)."""
+    if part not in ('model', 'backbone'):
+        raise ValueError(f"part must be 'model' or 'backbone', got {part!r}")
+    model_cfg = cfg.model if part == 'model' else cfg.model.backbone
+    return MODELS.build(model_cfg).eval()
+
+
+def default_input_shape(cfg: Config) -> Tuple[int, int, int]:
+    """(C, H, W): 32×32 for CIFAR-style backbones (3×3 stem), 224×224 otherwise."""
+    backbone = cfg.model.get('backbone', cfg.model)
+    size = 32 if 'CIFAR' in str(backbone.get('type', '')) else 224
+    return backbone.get('in_channels', 3), size, size
+
+
+def measure(cfg: Config, part: str = 'model', input_shape: Optional[Tuple[int, int, int]] = None,
+            with_flops: bool = True) -> Complexity:
+    """Count the parameters and (optionally) FLOPs of ``part`` of the config's model."""
+    model = build_model(cfg, part)
+    shape = tuple(input_shape) if input_shape is not None else default_input_shape(cfg)
+    flops = None
+    if with_flops:
+        if part == 'model' and hasattr(model, 'data_preprocessor'):
+            forward = model.forward
+            model.forward = lambda x: forward(x, mode='tensor')  # type: ignore[method-assign]
+        logger = MMLogger.get_current_instance()
+        level = logger.level
+        logger.setLevel('ERROR')  # mmengine warns about every operator it does not count
+        try:
+            with torch.no_grad():
+                info = get_model_complexity_info(model, input_shape=shape, show_table=False,
+                                                 show_arch=False)
+        finally:
+            logger.setLevel(level)
+        flops = int(info['flops'])
+    return Complexity(count_params(model), flops, shape)  # type: ignore[arg-type]

@@ -1,0 +1,15 @@
+"""Registering mmpoly's modules with OpenMMLab's registries."""
+import mmpretrain.utils
+
+
+def register_all_modules(init_default_scope: bool = True) -> None:
+    """Import every mmpoly module (registering it in mmpretrain's registries) and mmpretrain's.
+
+    Args:
+        init_default_scope: set the default registry scope to ``mmpretrain``, where mmpoly's
+            modules live, as mmpretrain's own ``register_all_modules`` does.
+    """
+    import mmpoly.datasets  # noqa: F401
+    import mmpoly.engine  # noqa: F401
+    import mmpoly.models  # noqa: F401
+    mmpretrain.utils.register_all_modules(init_default_scope)

@@ -1,0 +1,52 @@
+"""The paper's tables as data: which mmpoly config reproduces which row, and the paper's figures.
+
+``tools/analysis_tools/paper_table.py`` and the README's model table are generated from
+:func:`paper_rows`; the tests pin every row's measured parameter count.
+"""
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """One row of a paper table.
+
+    Attributes:
+        table: the paper table, e.g. 'T-C100' (SPEC §0 abbreviations).
+        model: the row's model name as printed in the paper.
+        config: config path relative to ``configs/``.
+        family: block family ('ResNet', 'SE', 'Π-net', 'PDC', 'NL', 'DNL', 'PDC-NL').
+        degree: polynomial degree of the block (per block, activations ignored).
+        paper_params: the paper's parameter count, in millions, as printed.
+        params_digits: decimals printed in the paper (11.2 -> 1, 11.57 -> 2).
+        paper_flops: the paper's FLOPs in G (None where the paper gives none).
+        flops_digits: decimals printed for FLOPs.
+        input_size: (H, W) of the input used for FLOPs (and for modules tied to a resolution).
+        in_channels: input channels (3 images, 1 spectrograms).
+        claimed_match: True where the config is claimed to reproduce the paper's count at its
+            printed precision (asserted by the tests); False for known misfits (SPEC §6).
+        note: how the configuration was chosen, or why it cannot match.
+    """
+    table: str
+    model: str
+    config: str
+    family: str
+    degree: int
+    paper_params: float
+    params_digits: int
+    paper_flops: Optional[float] = None
+    flops_digits: int = 2
+    input_size: Tuple[int, int] = (32, 32)
+    in_channels: int = 3
+    claimed_match: bool = True
+    note: str = ''
+
+
+def paper_rows() -> List[PaperRow]:
+    """Every row of every reproduced table, in the paper's order."""
+    from .nonlocal_family import NONLOCAL_ROWS
+    from .resnet_family import RESNET_ROWS
+    return list(RESNET_ROWS) + list(NONLOCAL_ROWS)
+
+
+__all__ = ['PaperRow', 'paper_rows']

@@ -1,0 +1,150 @@
+"""Backbones and whole classifiers: parameter counts, ResNet equivalence, mmpretrain semantics."""
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmpretrain.registry import MODELS
+
+from mmpoly.models import PDCResNet, PDCResNetCIFAR, PolyResNetCIFAR
+from mmpoly.utils import register_all_modules
+
+CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
+register_all_modules()
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def build_from_config(name: str) -> torch.nn.Module:
+    cfg = Config.fromfile(str(CONFIGS / name))
+    return MODELS.build(cfg.model)
+
+
+@pytest.mark.parametrize('config,expected', [
+    ('pdc-comp_resnet18_1xb128_cifar10.py', 4_259_793),  # official config, exact (SPEC §1.4)
+    ('pdc-comp_resnet18_1xb128_cifar100.py', 4_282_923),
+    ('resnet18_1xb128_cifar10.py', 11_173_962),
+    ('resnet18_1xb128_cifar100.py', 11_220_132),
+    ('pdc_resnet18_1xb128_cifar10.py', 8_022_993),  # SPEC §3 configuration
+    ('pdc_resnet18_1xb128_cifar100.py', 8_046_123),
+])
+def test_config_parameter_counts(config, expected):
+    assert n_params(build_from_config(config)) == expected
+
+
+def _mmpretrain_resnet18_cifar(num_classes: int = 10) -> torch.nn.Module:
+    return MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='ResNet_CIFAR', depth=18),
+            neck=dict(type='GlobalAveragePooling'),
+            head=dict(type='LinearClsHead', num_classes=num_classes, in_channels=512)))
+
+
+def test_resnet18_matches_mmpretrain_resnet_cifar():
+    ours = build_from_config('resnet18_1xb128_cifar10.py')
+    theirs = _mmpretrain_resnet18_cifar()
+    assert n_params(ours) == n_params(theirs) == 11_173_962
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+@pytest.mark.parametrize('block_type', ['ResNetBlock', 'PDCBlock'])
+def test_degree_one_network_loads_resnet_cifar_and_gives_same_outputs(block_type):
+    theirs = _mmpretrain_resnet18_cifar().eval()
+    theirs.init_weights()
+    with torch.no_grad():  # non-trivial BN statistics
+        for m in theirs.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                m.bias.data.normal_(0, 0.1)
+    ours = MODELS.build(
+        dict(
+            type='ImageClassifier',
+            backbone=dict(type='PDCResNetCIFAR', depth=18,
+                          block_cfg=dict(type=block_type, **({'degree': 1}
+                                                             if block_type == 'PDCBlock' else {}))),
+            neck=dict(type='GlobalAveragePooling'),
+            head=dict(type='LinearClsHead', num_classes=10, in_channels=512))).eval()
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    x = torch.randn(4, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(x, mode='tensor'), theirs(x, mode='tensor'))
+
+
+def test_cifar_and_imagenet_stems_and_out_indices():
+    cifar = PDCResNetCIFAR(depth=18, out_indices=(0, 1, 2, 3), hidden_channels=16)
+    outs = cifar(torch.randn(2, 3, 32, 32))
+    assert [o.shape for o in outs] == [(2, 64, 32, 32), (2, 128, 16, 16), (2, 256, 8, 8),
+                                       (2, 512, 4, 4)]
+    inet = PDCResNet(depth=18, out_indices=(1, 3), hidden_channels=[16, 32, 64, 128])
+    outs = inet(torch.randn(1, 3, 224, 224))
+    assert [o.shape for o in outs] == [(1, 128, 28, 28), (1, 512, 7, 7)]
+    assert not hasattr(cifar, 'maxpool') and isinstance(inet.maxpool, torch.nn.MaxPool2d)
+
+
+def test_explicit_stages_in_channels_and_extra_stride_one_stage():
+    net = PDCResNetCIFAR(depth=None, stage_blocks=[1, 1, 1, 1, 1],
+                         stage_channels=[8, 16, 32, 64, 64], in_channels=1,
+                         hidden_channels=[4, 4, 8, 8, 8], out_indices=(4, ))
+    (out, ) = net(torch.randn(2, 1, 32, 32))
+    assert out.shape == (2, 64, 4, 4)  # the fifth stage has stride 1
+    assert [b.hidden_channels for layer in [net.layer1, net.layer5] for b in layer] == [4, 8]
+
+
+def test_frozen_stages_and_norm_eval():
+    net = PDCResNet(depth=18, frozen_stages=2, norm_eval=True, hidden_channels=8)
+    net.train()
+    assert not any(p.requires_grad for p in net.conv1.parameters())
+    assert not any(p.requires_grad for p in net.layer2.parameters())
+    assert all(p.requires_grad for p in net.layer3.parameters())
+    assert not net.layer2.training
+    bns = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert bns and not any(m.training for m in bns)
+
+
+def test_zero_init_residual():
+    net = PolyResNetCIFAR(depth=18, zero_init_residual=True)
+    net.init_weights()
+    assert all(float(b.bn2.weight.abs().sum()) == 0 for layer in [net.layer1, net.layer4]
+               for b in layer)
+    net = PDCResNetCIFAR(depth=18, zero_init_residual=False, hidden_channels=8)
+    net.init_weights()
+    assert all(float(b.bn2.weight.abs().sum()) > 0 for b in net.layer1)
+
+
+def test_no_activation_network_is_activation_free():
+    net = PDCResNetCIFAR(depth=18, use_activation=False, hidden_channels=8)
+    acts = (torch.nn.ReLU, torch.nn.LeakyReLU)
+    assert not any(isinstance(m, acts) for m in net.modules())
+
+
+@pytest.mark.parametrize('kwargs,field', [
+    (dict(depth=19), 'depth'),
+    (dict(depth=None, stage_blocks=[2, 0, 2, 2]), r'stage_blocks\[1\]'),
+    (dict(depth=18, stage_blocks=[2, 2, 2, 1]), 'stage_blocks'),
+    (dict(stage_channels=[64, 128, 256]), 'stage_channels'),
+    (dict(stage_channels=[64, 128, -1, 512]), r'stage_channels\[2\]'),
+    (dict(hidden_channels=[64, 64]), 'hidden_channels'),
+    (dict(hidden_channels=0), r'hidden_channels\[0\]'),
+    (dict(strides=[1, 2]), 'strides'),
+    (dict(in_channels=0), 'in_channels'),
+    (dict(out_indices=(4, )), 'out_indices'),
+    (dict(frozen_stages=7), 'frozen_stages'),
+    (dict(block_cfg=dict(type='NoSuchBlock')), 'block_cfg.type'),
+    (dict(block_cfg=dict(type='PDCBlock', foo=1)), "unknown option 'foo'"),
+    (dict(block_cfg=dict(type='PDCBlock', degree=0)), 'degree'),
+    (dict(block_cfg=dict(type='PDCBlock', factor_kernel_size=2)), 'factor_kernel_size'),
+    (dict(block_cfg=dict(type='PDCBlock', stride=2)), 'block_cfg.stride'),
+    (dict(block_cfg=dict(type='ResNetBlock'), hidden_channels=8), 'hidden_channels'),
+])
+def test_invalid_backbone_options_name_the_option(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        PDCResNetCIFAR(**kwargs)
+
+
+def test_unknown_backbone_option_is_an_error():
+    with pytest.raises(TypeError, match='planes_ho'):
+        MODELS.build(dict(type='PDCResNetCIFAR', planes_ho=64))

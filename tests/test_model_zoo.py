@@ -1,0 +1,88 @@
+"""Every residual-family config of the paper's tables builds with a pinned parameter count, and
+the rows claimed to reproduce the paper round to the paper's figure."""
+from pathlib import Path
+
+import pytest
+from mmengine.config import Config
+
+from mmpoly.utils import register_all_modules
+from mmpoly.utils.complexity import build_model, count_params
+from mmpoly.zoo import paper_rows
+from mmpoly.zoo.resnet_family import RESNET_ROWS
+
+CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
+register_all_modules()
+
+# measured with tools/analysis_tools/get_flops.py --no-flops (equal to SPEC §3 where given)
+PINNED = {
+    'resnet18_1xb128_cifar10.py': 11_173_962,
+    'resnet18_1xb128_cifar100.py': 11_220_132,
+    'se_resnet18_1xb128_cifar10.py': 11_524_522,
+    'se_resnet18_1xb128_cifar100.py': 11_570_692,
+    'pinet_resnet18_1xb128_cifar10.py': 6_016_848,
+    'pinet_resnet18_1xb128_cifar100.py': 6_063_018,
+    'pdc-comp_resnet18_1xb128_cifar10.py': 4_259_793,
+    'pdc-comp_resnet18_1xb128_cifar100.py': 4_282_923,
+    'pdc_resnet18_1xb128_cifar10.py': 8_022_993,
+    'pdc_resnet18_1xb128_cifar100.py': 8_046_123,
+    'pdc-param_resnet18_1xb128_cifar100.py': 11_371_947,
+    'pdc-channels_resnet18_1xb128_cifar100.py': 19_190_444,
+    'pdc3_resnet18_1xb128_cifar100.py': 16_901_938,
+    'pdc4_resnet18_1xb128_cifar100.py': 27_972_409,
+    'resnet34_1xb128_cifar10.py': 21_282_122,
+    'resnet34_1xb128_cifar100.py': 21_328_292,
+    'pinet_resnet34_1xb128_cifar10.py': 13_046_866,
+    'pinet_resnet34_1xb128_cifar100.py': 14_730_927,
+    'pdc_resnet34_1xb128_cifar10.py': 10_486_228,
+    'pdc_resnet34_1xb128_cifar100.py': 10_520_878,
+    'pdc-channels_resnet34_1xb128_cifar100.py': 36_344_756,
+    'resnet18_8xb32_in1k.py': 11_689_512,
+    'se_resnet18_8xb32_in1k.py': 11_778_592,
+    'pinet_resnet18_8xb32_in1k.py': 11_693_352,
+    'pdc-cmp_resnet18_8xb32_in1k.py': 8_150_708,
+    'pdc_resnet18_8xb32_in1k.py': 10_773_228,
+    'noact_resnet18_1xb128_cifar10.py': 11_173_962,
+    'noact_resnet18_1xb128_cifar100.py': 11_220_132,
+    'pinet-noact_resnet18_1xb128_cifar10.py': 11_877_970,
+    'pinet-noact_resnet18_1xb128_cifar100.py': 11_924_140,
+    'pinet3-noact_resnet18_1xb128_cifar10.py': 11_177_810,
+    'pinet3-noact_resnet18_1xb128_cifar100.py': 11_223_980,
+    'pinet4-noact_resnet18_1xb128_cifar10.py': 11_177_810,
+    'pinet4-noact_resnet18_1xb128_cifar100.py': 11_223_980,
+    'pdc-noact_resnet18_1xb128_cifar10.py': 5_433_809,
+    'pdc-noact_resnet18_1xb128_cifar100.py': 5_456_939,
+    'pdc3-noact_resnet18_1xb128_cifar10.py': 11_405_272,
+    'pdc3-noact_resnet18_1xb128_cifar100.py': 11_428_402,
+    'pdc4-noact_resnet18_1xb128_cifar10.py': 19_296_223,
+    'pdc4-noact_resnet18_1xb128_cifar100.py': 19_319_353,
+}
+
+
+@pytest.mark.parametrize('config', sorted(PINNED))
+def test_pinned_parameter_count(config):
+    assert count_params(build_model(Config.fromfile(str(CONFIGS / config)))) == PINNED[config]
+
+
+def test_every_row_is_pinned_and_every_pinned_config_is_a_row():
+    assert {row.config for row in RESNET_ROWS} == set(PINNED)
+
+
+@pytest.mark.parametrize('row', RESNET_ROWS, ids=[f'{r.table}:{r.model}' for r in RESNET_ROWS])
+def test_claimed_matches_round_to_the_paper(row):
+    measured = round(PINNED[row.config] / 1e6, row.params_digits)
+    assert (measured == row.paper_params) == row.claimed_match, row.note
+
+
+def test_rows_point_at_existing_configs_and_name_a_known_family():
+    for row in paper_rows():
+        assert (CONFIGS / row.config).is_file(), row.config
+        assert row.family in ('ResNet', 'SE', 'Π-net', 'PDC', 'NL', 'DNL', 'PDC-NL'), row
+        assert row.note, f'{row.table} {row.model} has no note'
+
+
+def test_the_users_imagenet_example_exists():
+    cfg = Config.fromfile(str(CONFIGS / 'pdc_resnet18_8xb32_in1k.py'))
+    assert cfg.model.backbone.type == 'PDCResNet'
+    assert cfg.train_cfg.max_epochs == 100 and cfg.param_scheduler.milestones == [30, 60, 90]
+    assert cfg.train_dataloader.batch_size == 32 and cfg.auto_scale_lr.base_batch_size == 256
+    assert cfg.optim_wrapper.optimizer.lr == 0.1

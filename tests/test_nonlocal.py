@@ -1,0 +1,375 @@
+"""The non-local family (NL, DNL, PDC-NL[3], PDC-NL[4]): equations, counts, degree, plugins."""
+import functools
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmpretrain.registry import MODELS
+from mmpretrain.structures import DataSample
+from polynomial_degree import numerical_degree
+
+from mmpoly.models import (DisentangledNonLocalBlock, NonLocalBlock, PDCNonLocal3, PDCNonLocal4,
+                           PolyResNetCIFAR)
+from mmpoly.utils import register_all_modules
+from mmpoly.zoo.nonlocal_family import NONLOCAL_ROWS
+
+CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
+register_all_modules()
+
+CIFAR_CONFIGS = {  # whole CIFAR-100 classifier, trainable parameters (SPEC §3)
+    'nl_resnet18_1xb128_cifar100.py': 11_569_972,
+    'dnl_resnet18_1xb128_cifar100.py': 11_570_936,
+    'pdc-nl3_resnet18_1xb128_cifar100.py': 11_868_772,
+    'pdc-nl4_resnet18_1xb128_cifar100.py': 12_044_052,
+}
+IMAGENET_CONFIGS = {  # whole ImageNet classifier (measured; SPEC §3 gives the same figures)
+    'nl_resnet18_8xb32_in1k.py': 12_018_536,
+    'pdc-nl3_pdc-resnet18_8xb32_in1k.py': 11_394_387,
+    'pdc-nl4_pdc-resnet18_8xb32_in1k.py': 11_546_637,
+}
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+@functools.lru_cache(maxsize=None)
+def build_from_config(name: str) -> torch.nn.Module:
+    return MODELS.build(Config.fromfile(str(CONFIGS / name)).model)
+
+
+def randomise(module: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
+    """float64 copy with every parameter random and non-zero (conv_out included)."""
+    gen = torch.Generator().manual_seed(seed)
+    module = module.double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * std)
+    return module.eval()
+
+
+# ------------------------------------------------------------------------------------------
+# Independent computations of the equations, from the weights only (Z: (B, P, c), P = HW).
+def zmat(x):
+    return x.flatten(2).transpose(1, 2)  # (B, P, c)
+
+
+def lin(conv_module, z):
+    """Z C + b for a 1×1 conv: (B, P, c_in) -> (B, P, c_out)."""
+    weight = conv_module.conv.weight[:, :, 0, 0]
+    return torch.einsum('oc,bpc->bpo', weight, z) + conv_module.conv.bias
+
+
+def normalise(scores, softmax):
+    return scores.softmax(-1) if softmax else scores / scores.shape[-1]
+
+
+def output(block, x, y):
+    """x + conv_out(y), y (B, P, c/r), back to (B, c, H, W)."""
+    return x + lin(block.conv_out, y).transpose(1, 2).reshape(x.shape)
+
+
+def reference_nl(block, x, softmax):
+    z = zmat(x)
+    theta, phi, g = lin(block.theta, z), lin(block.phi, z), lin(block.g, z)
+    d = theta.shape[-1]
+    scores = torch.einsum('bpd,bqd->bpq', theta, phi)
+    if softmax:
+        scores = scores / math.sqrt(d)
+    return output(block, x, torch.einsum('bpq,bqd->bpd', normalise(scores, softmax), g))
+
+
+def reference_dnl(block, x, softmax, temperature):
+    z = zmat(x)
+    theta, phi, g = lin(block.theta, z), lin(block.phi, z), lin(block.g, z)
+    d = theta.shape[-1]
+    theta = theta - theta.mean(1, keepdim=True)  # μ_q
+    phi = phi - phi.mean(1, keepdim=True)  # μ_k
+    scores = torch.einsum('bpd,bqd->bpq', theta, phi)
+    if softmax:
+        scores = scores / math.sqrt(d) / temperature
+    pairwise = torch.einsum('bpq,bqd->bpd', normalise(scores, softmax), g)
+    mask = normalise(lin(block.conv_mask, z)[..., 0], softmax)  # (B, P) over positions
+    unary = torch.einsum('bq,bqd->bd', mask, g)[:, None, :]  # broadcast to every position
+    return output(block, x, pairwise + unary)
+
+
+def reference_pdc_nl3_inner(block, x, softmax):
+    z = zmat(x)
+    theta, phi, g = lin(block.theta, z), lin(block.phi, z), lin(block.g, z)
+    d = theta.shape[-1]
+    scores = torch.einsum('bpd,bqd->bpq', theta, phi)
+    if softmax:
+        scores = scores / math.sqrt(d)
+    third = torch.einsum('bpq,bqd->bpd', normalise(scores, softmax), g)
+    second = torch.einsum('bpq,bqd->bpd', normalise(lin(block.c4, z), softmax), lin(block.c5, z))
+    first = lin(block.c6, z)
+    return third + second + first
+
+
+def reference_pdc_nl3(block, x, softmax):
+    return output(block, x, reference_pdc_nl3_inner(block, x, softmax))
+
+
+def reference_pdc_nl4(block, x, softmax):
+    z = zmat(x)
+    y3 = lin(block.conv_out, reference_pdc_nl3_inner(block, x, softmax))  # (B, P, c)
+    pooled = lin(block.c7, z).mean(1)  # p(Z C7): (B, c/r)
+    gate = torch.einsum('od,bd->bo', block.c8.conv.weight[:, :, 0, 0], pooled) + block.c8.conv.bias
+    out = y3 + y3 * gate[:, None, :]
+    return x + out.transpose(1, 2).reshape(x.shape)
+
+
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('softmax', [True, False])
+def test_nl_matches_equation(softmax):
+    block = randomise(NonLocalBlock(12, reduction=3, use_softmax=softmax))
+    x = torch.randn(2, 12, 5, 6, dtype=torch.float64)
+    torch.testing.assert_close(block(x), reference_nl(block, x, softmax), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.parametrize('softmax', [True, False])
+def test_dnl_matches_equation(softmax):
+    block = randomise(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax,
+                                                temperature=0.5))
+    x = torch.randn(2, 12, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(block(x), reference_dnl(block, x, softmax, 0.5), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.parametrize('softmax', [True, False])
+def test_pdc_nl3_matches_equation(softmax):
+    block = randomise(PDCNonLocal3(8, spatial_size=(3, 5), reduction=2, use_softmax=softmax))
+    x = torch.randn(2, 8, 3, 5, dtype=torch.float64)
+    torch.testing.assert_close(block(x), reference_pdc_nl3(block, x, softmax), rtol=1e-10,
+                               atol=1e-10)
+
+
+@pytest.mark.parametrize('softmax', [True, False])
+def test_pdc_nl4_matches_equation(softmax):
+    block = randomise(PDCNonLocal4(8, spatial_size=(4, 4), reduction=4, use_softmax=softmax))
+    x = torch.randn(2, 8, 4, 4, dtype=torch.float64)
+    torch.testing.assert_close(block(x), reference_pdc_nl4(block, x, softmax), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_nl_equals_mmcv_nonlocal2d():
+    from mmcv.cnn import NonLocal2d
+    for softmax, mode in [(True, 'embedded_gaussian'), (False, 'dot_product')]:
+        ours = randomise(NonLocalBlock(16, reduction=4, use_softmax=softmax))
+        theirs = NonLocal2d(16, reduction=4, mode=mode).double().eval()
+        theirs.load_state_dict(ours.state_dict(), strict=True)
+        x = torch.randn(2, 16, 6, 6, dtype=torch.float64)
+        torch.testing.assert_close(ours(x), theirs(x), rtol=1e-10, atol=1e-10)
+
+
+# ------------------------------------------------------------------------------------------
+def nl_params(c, r):
+    return 4 * c * c // r + 3 * c // r + c
+
+
+def pdc_nl3_params(c, r, hw):
+    return 5 * (c * c // r + c // r) + (c * c // r + c) + (c * hw + hw)
+
+
+@pytest.mark.parametrize('c,r,hw', [(64, 4, 1024), (128, 4, 256), (512, 4, 16), (60, 2, 49)])
+def test_parameter_formulas(c, r, hw):
+    side = int(math.isqrt(hw))
+    assert n_params(NonLocalBlock(c, reduction=r)) == nl_params(c, r)
+    assert n_params(DisentangledNonLocalBlock(c, reduction=r)) == nl_params(c, r) + c + 1
+    assert n_params(PDCNonLocal3(c, (side, side), reduction=r)) == pdc_nl3_params(c, r, hw)
+    assert n_params(PDCNonLocal4(c, (side, side), reduction=r)) == \
+        pdc_nl3_params(c, r, hw) + 2 * c * c // r + c // r + c
+    # with a norm on conv_out: no conv bias (-c), BN weight and bias (+2c)
+    assert n_params(NonLocalBlock(c, reduction=r, norm_cfg='BN')) == nl_params(c, r) + c
+
+
+def test_pdc_nl3_per_block_example_from_spec():
+    assert n_params(PDCNonLocal3(64, (32, 32), reduction=4)) == 72_848
+
+
+@pytest.mark.parametrize('config,expected', list(CIFAR_CONFIGS.items()) +
+                         list(IMAGENET_CONFIGS.items()))
+def test_config_parameter_counts(config, expected):
+    assert n_params(build_from_config(config)) == expected
+
+
+def test_paper_rows():
+    assert {row.table for row in NONLOCAL_ROWS} == {'T-NLC', 'T-NLI'}
+    counts = {**CIFAR_CONFIGS, **IMAGENET_CONFIGS}
+    assert sorted(row.config for row in NONLOCAL_ROWS) == sorted(counts)
+    for row in NONLOCAL_ROWS:
+        assert (CONFIGS / row.config).is_file()
+        measured = round(counts[row.config] / 1e6, row.params_digits)
+        assert (measured == row.paper_params) == row.claimed_match, row
+        assert row.note and row.paper_flops is None and row.params_digits == 2
+        expected_size = (32, 32) if row.table == 'T-NLC' else (224, 224)
+        assert row.input_size == expected_size
+
+
+# ------------------------------------------------------------------------------------------
+def _degree(block, shape, max_degree=5, seed=1):
+    block = randomise(block, std=0.5, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    x0 = torch.randn(shape, generator=gen, dtype=torch.float64)
+    d = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return numerical_degree(block, x0, d, max_degree)
+
+
+@pytest.mark.parametrize('block,degree', [
+    (NonLocalBlock(8, reduction=2, use_softmax=False), 3),
+    (NonLocalBlock(8, reduction=2, use_activation=False), 3),  # activation-free = no softmax
+    (DisentangledNonLocalBlock(8, reduction=2, use_softmax=False), 3),
+    (PDCNonLocal3(8, (4, 4), reduction=2, use_softmax=False), 3),
+    (PDCNonLocal4(8, (4, 4), reduction=2, use_softmax=False), 4),
+    (PDCNonLocal4(8, (4, 4), reduction=2, use_activation=False), 4),
+])
+def test_without_softmax_the_block_is_a_polynomial_of_its_degree(block, degree):
+    assert block.degree == degree
+    assert _degree(block, (1, 8, 4, 4)) == degree
+
+
+@pytest.mark.parametrize('block', [NonLocalBlock(8, reduction=2),
+                                   PDCNonLocal4(8, (4, 4), reduction=2)])
+def test_with_softmax_the_block_is_not_a_low_degree_polynomial(block):
+    assert _degree(block, (1, 8, 4, 4)) is None
+
+
+def test_numerical_degree_helper():
+    x0, d = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    assert numerical_degree(lambda x: x.sum() ** 2 * x + 1, x0, d, 4) == 3
+    assert numerical_degree(lambda x: torch.ones(3, dtype=torch.float64), x0, d, 2) == 0
+    assert numerical_degree(torch.exp, x0, d, 3) is None
+
+
+# ------------------------------------------------------------------------------------------
+def test_default_init_is_identity_and_survives_the_backbone_init():
+    net = PolyResNetCIFAR(depth=None, stage_blocks=[1, 1, 1, 1], plugins=[
+        dict(cfg=dict(type='NonLocalBlock', reduction=4), stages=(False, True, False, False)),
+        dict(cfg=dict(type='PDCNonLocal4', reduction=4), stages=(False, False, False, True),
+             stage_cfgs=[None, None, None, dict(spatial_size=(4, 4))])
+    ])
+    net.init_weights()  # Kaiming for every conv first, then each plugin's own init
+    nl, pdc = net.layer2[-1], net.layer4[-1]
+    assert isinstance(nl, NonLocalBlock) and isinstance(pdc, PDCNonLocal4)
+    with torch.no_grad():
+        for block in (nl, pdc):
+            assert float(block.conv_out.conv.weight.abs().sum()) == 0
+            for factor in block.input_factors():
+                assert 0.005 < float(factor.conv.weight.std()) < 0.015
+                assert float(factor.conv.bias.abs().sum()) == 0
+        x = torch.randn(2, 128, 16, 16)
+        torch.testing.assert_close(nl(x), x)
+        block = NonLocalBlock(16, norm_cfg='BN')
+        assert block.conv_out.conv.bias is None
+        assert float(block.conv_out.norm.weight.abs().sum()) == 0
+
+
+@pytest.mark.parametrize('config', list(CIFAR_CONFIGS))
+def test_cifar_forward_backward(config):
+    model = build_from_config(config)
+    model.train()
+    x = torch.randn(2, 3, 32, 32)
+    samples = [DataSample().set_gt_label(i) for i in (3, 7)]
+    loss = model(x, samples, mode='loss')['loss']
+    assert torch.isfinite(loss)
+    model.zero_grad()
+    loss.backward()
+    plugins = [m for m in model.modules() if hasattr(m, 'conv_out')]
+    assert len(plugins) == 4 and [p.in_channels for p in plugins] == [64, 128, 256, 512]
+    for plugin in plugins:
+        grad = plugin.conv_out.conv.weight.grad
+        assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize('config,stages', [
+    ('nl_resnet18_8xb32_in1k.py', (2, 3)),
+    ('pdc-nl3_pdc-resnet18_8xb32_in1k.py', (1, 2, 3)),
+    ('pdc-nl4_pdc-resnet18_8xb32_in1k.py', (1, 2, 3)),
+])
+def test_imagenet_backbone_forward_backward(config, stages):
+    backbone = build_from_config(config).backbone
+    backbone.train()
+    for module in (backbone.conv1, backbone.norm1, backbone.layer1):  # no plugin: keep it fast
+        module.requires_grad_(False)
+    found = [i for i, name in enumerate(backbone.res_layers)
+             if hasattr(getattr(backbone, name)[-1], 'conv_out')]
+    assert tuple(found) == stages
+    (out, ) = backbone(torch.randn(1, 3, 224, 224))
+    assert out.shape[2:] == (7, 7)
+    out.square().mean().backward()
+    last = getattr(backbone, backbone.res_layers[-1])[-1]
+    assert last.conv_out.conv.weight.grad.abs().sum() > 0
+
+
+def test_plugins_in_an_mmdet_backbone():
+    import mmpoly.models  # noqa: F401
+    from mmdet.registry import MODELS as DET_MODELS
+    backbone = DET_MODELS.build(
+        dict(type='mmpretrain.PDCResNet', depth=18, hidden_channels=8, out_indices=(0, 1, 2, 3),
+             plugins=[
+                 dict(cfg=dict(type='NonLocalBlock', reduction=4),
+                      stages=(False, False, True, False)),
+                 dict(cfg=dict(type='PDCNonLocal4', reduction=4),
+                      stages=(False, False, False, True),
+                      stage_cfgs=[None, None, None, dict(spatial_size=(4, 4))]),
+             ]))
+    backbone.init_weights()
+    outs = backbone(torch.randn(1, 3, 128, 128))
+    assert [tuple(o.shape) for o in outs] == [(1, 64, 32, 32), (1, 128, 16, 16),
+                                              (1, 256, 8, 8), (1, 512, 4, 4)]
+    assert isinstance(backbone.layer3[-1], NonLocalBlock)
+    assert isinstance(backbone.layer4[-1], PDCNonLocal4)
+
+
+# ------------------------------------------------------------------------------------------
+def test_wrong_feature_map_size_names_expected_and_actual():
+    block = PDCNonLocal3(16, spatial_size=(8, 8))
+    with pytest.raises(ValueError, match=r'PDCNonLocal3 was built for spatial_size \(8, 8\) '
+                       r'\(C4 maps to 64 positions\) but got a 16x16 feature map'):
+        block(torch.randn(1, 16, 16, 16))
+    with pytest.raises(ValueError, match=r'PDCNonLocal4 .*\(7, 7\).*8x8'):
+        PDCNonLocal4(16, spatial_size=(7, 7))(torch.randn(1, 16, 8, 8))
+
+
+def test_imagenet_pdc_nl_rejects_another_resolution():
+    backbone = build_from_config('pdc-nl3_pdc-resnet18_8xb32_in1k.py').backbone
+    with pytest.raises(ValueError, match=r'spatial_size \(28, 28\).*32x32 feature map'):
+        backbone(torch.randn(1, 3, 256, 256))
+
+
+def test_reduction_must_divide_the_channels():
+    with pytest.raises(ValueError, match='reduction 3 must divide in_channels 64'):
+        NonLocalBlock(64, reduction=3)
+    with pytest.raises(ValueError, match='reduction 8 must divide in_channels 60'):
+        MODELS.build(dict(type='PDCResNet', depth=18, stage_channels=[60, 120, 240, 480],
+                          hidden_channels=8, plugins=[
+                              dict(cfg=dict(type='NonLocalBlock', reduction=8))]))
+
+
+@pytest.mark.parametrize('cls,kwargs,field', [
+    (NonLocalBlock, dict(reduction=0), 'reduction'),
+    (NonLocalBlock, dict(in_channels=0), 'in_channels'),
+    (NonLocalBlock, dict(use_softmax='yes'), 'use_softmax'),
+    (NonLocalBlock, dict(use_scale=1), 'use_scale'),
+    (NonLocalBlock, dict(use_activation=None), 'use_activation'),
+    (NonLocalBlock, dict(norm_cfg='LN2d'), 'norm_cfg'),
+    (DisentangledNonLocalBlock, dict(temperature=0), 'temperature'),
+    (PDCNonLocal3, dict(spatial_size=(8, )), 'spatial_size'),
+    (PDCNonLocal4, dict(spatial_size=(8, 0)), r'spatial_size\[1\]'),
+])
+def test_invalid_options_name_the_option(cls, kwargs, field):
+    args = dict(in_channels=16)
+    if cls in (PDCNonLocal3, PDCNonLocal4):
+        args['spatial_size'] = (4, 4)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=field):
+        cls(**args)
+
+
+def test_wrong_channels_raise():
+    with pytest.raises(ValueError, match=r'expects a \(B, 16, H, W\) feature map'):
+        NonLocalBlock(16)(torch.randn(1, 8, 4, 4))

@@ -1,0 +1,196 @@
+"""The PDC block: structure, parameter formula, and numerics against an independent computation."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmpoly.models import PDCBlock, ResNetBlock
+from mmpoly.models.polynomial import hadamard_product
+
+
+def n_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def spec_block_params(cin: int, p: int, h: int, degree: int, both_convs: bool, k_so: int = 3,
+                      k_loc: int = 3) -> int:
+    """SPEC §1.4 per-block formula (BN for input/factor norms, IN projection), for any degree."""
+    count = 9 * cin * p + 2 * p  # conv1 + bn1
+    if both_convs:
+        count += 9 * p * p + 2 * p  # conv2 + bn2
+    if cin != p:
+        count += cin * p + 2 * p  # projecting shortcut
+    if degree >= 2:
+        count += 2 * p  # input_norm (normx)
+    for n in range(2, degree + 1):
+        count += n * (k_so * k_so * p * h + 2 * h)  # n factors: conv + BN
+        count += k_loc * k_loc * h * p  # projection conv (IN has no parameters)
+        count += 1  # α_n
+    return count
+
+
+@pytest.mark.parametrize('cin,p,h,degree,first_degree_convs,k_so,k_loc', [
+    (64, 64, 64, 2, 1, 3, 3),
+    (64, 128, 64, 2, 2, 3, 3),
+    (128, 128, 32, 3, 2, 1, 1),
+    (32, 64, 16, 4, 1, 3, 5),
+])
+def test_block_parameter_formula(cin, p, h, degree, first_degree_convs, k_so, k_loc):
+    block = PDCBlock(cin, p, stride=2 if cin != p else 1, degree=degree, hidden_channels=h,
+                     first_degree_convs=first_degree_convs, factor_kernel_size=k_so,
+                     projection_kernel_size=k_loc)
+    assert n_params(block) == spec_block_params(cin, p, h, degree, first_degree_convs == 2,
+                                                k_so, k_loc)
+    # every degree has its own factors: n factor layers for degree n, nothing shared
+    assert [len(t.factors) for t in block.terms] == list(range(2, degree + 1))
+    factor_ids = [id(f) for t in block.terms for f in t.factors]
+    assert len(set(factor_ids)) == len(factor_ids)
+
+
+def test_degree_one_is_exactly_a_resnet_block():
+    pdc = PDCBlock(32, 64, stride=2, degree=1)
+    resnet = ResNetBlock(32, 64, stride=2)
+    assert len(pdc.terms) == 0
+    assert list(pdc.state_dict()) == list(resnet.state_dict())
+    resnet.load_state_dict(pdc.state_dict())
+    x = torch.randn(2, 32, 8, 8)
+    pdc.eval(), resnet.eval()
+    torch.testing.assert_close(pdc(x), resnet(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('kernel', [1, 3, 5, 7])
+def test_any_odd_kernel_keeps_the_size(kernel):
+    block = PDCBlock(8, 8, degree=3, hidden_channels=4, factor_kernel_size=kernel,
+                     projection_kernel_size=kernel, num_projection_convs=2, scale_init=1.0)
+    out = block(torch.randn(2, 8, 9, 9))
+    assert out.shape == (2, 8, 9, 9)
+
+
+def test_several_projection_convs_with_hidden_not_equal_width():
+    block = PDCBlock(16, 16, degree=2, hidden_channels=8, num_projection_convs=3)
+    convs = [m.conv for m in block.terms[0].projection]
+    assert [(c.in_channels, c.out_channels) for c in convs] == [(8, 16), (16, 16), (16, 16)]
+    assert block(torch.randn(1, 16, 6, 6)).shape == (1, 16, 6, 6)
+
+
+def test_shortcut_is_computed_once_per_forward():
+    block = PDCBlock(8, 16, stride=2, degree=3, hidden_channels=4)
+    calls = []
+    block.downsample.register_forward_hook(lambda *args: calls.append(1))
+    block(torch.randn(2, 8, 8, 8))
+    assert len(calls) == 1
+    # the shortcut BN's running statistics move by exactly one momentum step
+    bn = block.downsample[1]
+    assert int(bn.num_batches_tracked) == 1
+
+
+def test_no_unbounded_state_across_forwards():
+    block = PDCBlock(8, 8, degree=2, hidden_channels=4)
+    before = {k: v.shape for k, v in block.state_dict().items()}
+    for _ in range(5):
+        block(torch.randn(1, 8, 4, 4))
+    assert {k: v.shape for k, v in block.state_dict().items()} == before
+    assert not any(isinstance(v, list) for v in vars(block).values())
+
+
+def _bn_eval(x, bn):
+    return (x - bn.running_mean[None, :, None, None]) / torch.sqrt(
+        bn.running_var[None, :, None, None] + bn.eps) * bn.weight[None, :, None, None] \
+        + bn.bias[None, :, None, None]
+
+
+def _instance_norm(x, eps):
+    mean = x.mean(dim=(2, 3), keepdim=True)
+    var = x.var(dim=(2, 3), unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps)
+
+
+def _leaky(x, slope=0.01):
+    return torch.where(x > 0, x, slope * x)
+
+
+def test_degree_three_block_matches_independent_formula():
+    torch.manual_seed(0)
+    cin, p, h = 6, 8, 5
+    block = PDCBlock(cin, p, stride=2, degree=3, hidden_channels=h, first_degree_convs=2,
+                     factor_kernel_size=3, projection_kernel_size=1, scale_init=0.0)
+    # give every parameter and BN statistic a non-trivial value
+    with torch.no_grad():
+        for prm in block.parameters():
+            prm.copy_(torch.randn_like(prm) * 0.3)
+        for mod in block.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.copy_(torch.randn_like(mod.running_mean) * 0.1)
+                mod.running_var.copy_(torch.rand_like(mod.running_var) + 0.5)
+    block = block.double().eval()
+    x = torch.randn(3, cin, 10, 10, dtype=torch.float64)
+
+    # first-degree term: ResNet branch + projecting shortcut
+    branch = F.relu(_bn_eval(F.conv2d(x, block.conv1.weight, stride=2, padding=1), block.bn1))
+    branch = _bn_eval(F.conv2d(branch, block.conv2.weight, padding=1), block.bn2)
+    shortcut = _bn_eval(F.conv2d(x, block.downsample[0].weight, stride=2), block.downsample[1])
+    z = _bn_eval(shortcut, block.input_norm)
+    expected = branch + shortcut
+    for n, term in zip((2, 3), block.terms):
+        product = torch.ones(3, h, 5, 5, dtype=torch.float64)
+        for factor in term.factors:  # degree n: n own factors, multiplied element-wise
+            product = product * _leaky(_bn_eval(F.conv2d(z, factor.conv.weight, padding=1),
+                                                 factor.norm))
+        proj = term.projection[0]
+        projected = _leaky(_instance_norm(F.conv2d(product, proj.conv.weight), proj.norm.eps))
+        expected = expected + term.scale * projected
+    expected = F.relu(expected)
+    torch.testing.assert_close(block(x), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_scale_init_zero_means_first_degree_output_at_start():
+    block = PDCBlock(8, 8, degree=4, hidden_channels=4).eval()
+    resnet = ResNetBlock(8, 8).eval()
+    resnet.load_state_dict(block.state_dict(), strict=False)
+    x = torch.randn(2, 8, 5, 5)
+    torch.testing.assert_close(block(x), resnet(x))
+
+
+def test_hadamard_product():
+    a, b, c = torch.randn(3, 2, 4).unbind(0)
+    torch.testing.assert_close(hadamard_product([a, b, c]), a * b * c)
+    with pytest.raises(ValueError, match='at least one factor'):
+        hadamard_product([])
+
+
+def test_no_activation_block_has_no_activation_modules():
+    block = PDCBlock(8, 8, degree=3, hidden_channels=4, use_activation=False)
+    acts = (torch.nn.ReLU, torch.nn.LeakyReLU)
+    assert not any(isinstance(m, acts) for m in block.modules())
+
+
+@pytest.mark.parametrize('kwargs,field', [
+    (dict(degree=0), 'degree'),
+    (dict(degree=1.5), 'degree'),
+    (dict(hidden_channels=0), 'hidden_channels'),
+    (dict(hidden_channels=-4), 'hidden_channels'),
+    (dict(factor_kernel_size=2), 'factor_kernel_size'),
+    (dict(projection_kernel_size=4), 'projection_kernel_size'),
+    (dict(num_projection_convs=0), 'num_projection_convs'),
+    (dict(first_degree_convs=3), 'first_degree_convs'),
+    (dict(input_norm='LN2d'), 'input_norm'),
+    (dict(factor_norm=dict(type='Foo')), 'factor_norm.type'),
+    (dict(projection_norm=3), 'projection_norm'),
+    (dict(factor_act='Mish2'), 'factor_act'),
+    (dict(projection_act=dict(type='Nope', x=1)), 'projection_act.type'),
+    (dict(scale_init='zero'), 'scale_init'),
+    (dict(use_activation='yes'), 'use_activation'),
+    (dict(stride=0), 'stride'),
+])
+def test_invalid_block_options_name_the_option(kwargs, field):
+    with pytest.raises(ValueError, match=field.replace('.', r'\.')):
+        PDCBlock(8, 8, **kwargs)
+
+
+def test_norm_options_by_name():
+    block = PDCBlock(8, 8, degree=2, hidden_channels=4, input_norm='none', factor_norm='IN',
+                     projection_norm='BN', factor_act='none', projection_act='ReLU')
+    assert isinstance(block.input_norm, torch.nn.Identity)
+    assert isinstance(block.terms[0].factors[0].norm, torch.nn.InstanceNorm2d)
+    assert isinstance(block.terms[0].projection[0].norm, torch.nn.BatchNorm2d)
+    assert not block.terms[0].factors[0].with_activation
+    assert isinstance(block.terms[0].projection[0].activate, torch.nn.ReLU)

@@ -1,0 +1,347 @@
+"""End-to-end tests of tools/train.py, tools/test.py and the launch scripts.
+
+The slow ones train a tiny PDC ResNet on a 64 / 32 image subset of Fashion-MNIST (the Debian
+package tools/setup_env.sh installs; random images if it is missing), written as the idx-ubyte
+files mmpretrain's ``FashionMNIST`` reads, with a self-contained config in ``tmp_path``.
+"""
+import gzip
+import importlib.util
+import json
+import os
+import os.path as osp
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Dict, List, Optional
+
+import mmengine
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TOOLS = REPO / 'tools'
+FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
+NUM_TRAIN, NUM_TEST = 64, 32
+TIMEOUT_S = 300  # per tool run: a hang fails the test instead of stalling the suite
+
+IDX_FILES = {  # split: (images, labels)
+    'train': ('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'),
+    't10k': ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'),
+}
+
+CONFIG_TEMPLATE = '''\
+# A tiny self-contained mmpretrain config for the tool tests.
+default_scope = 'mmpretrain'
+custom_imports = dict(imports=['mmpoly.models'], allow_failed_imports=False)
+
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(type='PDCResNetCIFAR', depth=None, stage_blocks=[1, 1],
+                  stage_channels=[8, 16], in_channels=1, out_indices=(1, ),
+                  block_cfg=dict(type='PDCBlock', degree=2), hidden_channels=8),
+    neck=dict(type='GlobalAveragePooling'),
+    head=dict(type='LinearClsHead', num_classes=10, in_channels=16,
+              loss=dict(type='CrossEntropyLoss'), topk=(1, )))
+data_preprocessor = dict(num_classes=10, mean=[72.94], std=[90.02], to_rgb=False)
+
+pipeline = [dict(type='Resize', scale=32), dict(type='PackInputs')]
+train_dataloader = dict(
+    batch_size=16, num_workers=0, persistent_workers=False,
+    dataset=dict(type='FashionMNIST', data_root={data_root!r}, split='train',
+                 download=False, pipeline=pipeline),
+    sampler=dict(type='DefaultSampler', shuffle=True))
+val_dataloader = dict(
+    batch_size=16, num_workers=0, persistent_workers=False,
+    # mmpretrain 1.2.0's MNIST picks the t10k files by test_mode, not by split
+    dataset=dict(type='FashionMNIST', data_root={data_root!r}, split='test', test_mode=True,
+                 download=False, pipeline=pipeline),
+    sampler=dict(type='DefaultSampler', shuffle=False))
+val_evaluator = dict(type='Accuracy', topk=(1, ))
+test_dataloader = val_dataloader
+test_evaluator = val_evaluator
+
+optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.05, momentum=0.9, weight_decay=1e-4))
+param_scheduler = dict(type='MultiStepLR', by_epoch=True, milestones=[1], gamma=0.1)
+train_cfg = dict(by_epoch=True, max_epochs=1, val_interval=1)
+val_cfg = dict()
+test_cfg = dict()
+auto_scale_lr = dict(base_batch_size=16)
+
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval=1),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', interval=1),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='VisualizationHook', enable=False))
+# nccl on purpose: without CUDA, mmpoly's launcher must switch to gloo.
+env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+               dist_cfg=dict(backend='nccl'))
+visualizer = dict(type='UniversalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
+log_level = 'INFO'
+load_from = None
+resume = False
+randomness = dict(seed=0, deterministic=False)
+'''
+
+
+def _write_idx(path: Path, array: np.ndarray) -> None:
+    """Write a uint8 array as an idx-ubyte file (magic 0x08 0xNDIM, big-endian dims)."""
+    header = struct.pack('>BBBB', 0, 0, 0x08, array.ndim)
+    header += struct.pack(f'>{array.ndim}I', *array.shape)
+    path.write_bytes(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())
+
+
+def _read_idx_gz(path: Path, count: int) -> np.ndarray:
+    """The first ``count`` items of a gzipped idx-ubyte file."""
+    with gzip.open(path, 'rb') as f:
+        data = f.read()
+    ndim = data[3]
+    shape = struct.unpack(f'>{ndim}I', data[4:4 + 4 * ndim])
+    array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+    return array[:count]
+
+
+def make_fashion_mnist_subset(root: Path) -> Path:
+    """Write ``NUM_TRAIN`` train and ``NUM_TEST`` test images as unzipped idx-ubyte files."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for split, count in (('train', NUM_TRAIN), ('t10k', NUM_TEST)):
+        images_name, labels_name = IDX_FILES[split]
+        if (FASHION_MNIST / f'{images_name}.gz').is_file():
+            images = _read_idx_gz(FASHION_MNIST / f'{images_name}.gz', count)
+            labels = _read_idx_gz(FASHION_MNIST / f'{labels_name}.gz', count)
+        else:  # no Debian package: random images with a label-dependent brightness
+            labels = rng.integers(0, 10, size=count, dtype=np.uint8)
+            images = (rng.integers(0, 60, size=(count, 28, 28)) + 19 * labels[:, None, None])
+        _write_idx(root / images_name, images.astype(np.uint8))
+        _write_idx(root / labels_name, labels.astype(np.uint8))
+    return root
+
+
+def write_config(tmp_path: Path, data_root: Path) -> Path:
+    config = tmp_path / 'tiny_pdc_fashionmnist.py'
+    config.write_text(CONFIG_TEMPLATE.format(data_root=str(data_root)))
+    return config
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def run_tool(args: List[str], cwd: Path = REPO,
+             env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Run a command; on failure show its output in the assertion message."""
+    proc = subprocess.run(args, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, f'{args} exited {proc.returncode}:\n{proc.stdout[-6000:]}'
+    return proc
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    return run_tool([sys.executable, str(TOOLS / 'train.py'), *args])
+
+
+def load_tool(name: str) -> ModuleType:
+    """Import tools/<name>.py under a private module name (``test`` is a stdlib package)."""
+    spec = importlib.util.spec_from_file_location(f'mmpoly_tools_{name}', TOOLS / f'{name}.py')
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def last_checkpoint(work_dir: Path) -> str:
+    return (work_dir / 'last_checkpoint').read_text().strip()
+
+
+# --------------------------------------------------------------------------- fast
+
+
+@pytest.mark.parametrize('script', ['dist_train.sh', 'dist_test.sh', 'slurm_train.sh',
+                                    'slurm_test.sh'])
+def test_scripts_parse_and_are_executable(script: str) -> None:
+    path = TOOLS / script
+    assert os.access(path, os.X_OK), f'{script} is not executable'
+    subprocess.run(['bash', '-n', str(path)], check=True)
+
+
+def test_scripts_print_usage_without_arguments() -> None:
+    for script in ('dist_train.sh', 'dist_test.sh', 'slurm_train.sh', 'slurm_test.sh'):
+        proc = subprocess.run(['bash', str(TOOLS / script)], text=True, capture_output=True)
+        assert proc.returncode == 2 and 'usage:' in proc.stderr, (script, proc.stderr)
+
+
+def test_slurm_train_builds_srun_command(tmp_path: Path) -> None:
+    """A fake srun records its arguments: options, WORK_DIR and extra args arrive intact."""
+    fake = tmp_path / 'srun'
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    env = {'PATH': f'{tmp_path}{os.pathsep}{os.environ["PATH"]}', 'GPUS': '4',
+           'GPUS_PER_NODE': '2', 'CPUS_PER_TASK': '3', 'SRUN_ARGS': '--time=10 --mem=4G',
+           'PYTHON': sys.executable}
+    proc = run_tool(['bash', str(TOOLS / 'slurm_train.sh'), 'part', 'job', 'my cfg.py',
+                     'work dir', '--amp'], cwd=tmp_path, env=env)
+    argv = proc.stdout.splitlines()
+    argv = argv[argv.index('-p'):]  # drop set -x tracing, if any went to stdout
+    assert argv[:2] == ['-p', 'part']
+    for option in ('--job-name=job', '--gres=gpu:2', '--ntasks=4', '--ntasks-per-node=2',
+                   '--cpus-per-task=3', '--kill-on-bad-exit=1', '--time=10', '--mem=4G'):
+        assert option in argv
+    tail = argv[argv.index(sys.executable):]
+    assert tail == [sys.executable, '-u', str(TOOLS / 'train.py'), 'my cfg.py', '--work-dir',
+                    'work dir', '--launcher', 'slurm', '--amp']
+
+    env['GRES'] = ''
+    proc = run_tool(['bash', str(TOOLS / 'slurm_test.sh'), 'part', 'job', 'cfg.py', 'ck.pth',
+                     '--out', 'r.pkl'], cwd=tmp_path, env=env)
+    argv = proc.stdout.splitlines()
+    assert not any(a.startswith('--gres') for a in argv)
+    assert argv[argv.index(sys.executable):] == [
+        sys.executable, '-u', str(TOOLS / 'test.py'), 'cfg.py', 'ck.pth', '--launcher', 'slurm',
+        '--out', 'r.pkl']
+
+
+def test_tool_argument_sets() -> None:
+    """The flags of mmpretrain 1.2.0's tools/train.py and tools/test.py are accepted."""
+    train_tool = load_tool('train')
+    test_tool = load_tool('test')
+    args = train_tool.parse_args([
+        'cfg.py', '--work-dir', 'wd', '--resume', '--amp', '--no-validate', '--auto-scale-lr',
+        '--no-pin-memory', '--no-persistent-workers', '--cfg-options', 'a.b=1',
+        '--launcher', 'pytorch', '--local-rank', '1'])
+    assert args.resume == 'auto' and args.amp and args.no_validate and args.auto_scale_lr
+    assert args.cfg_options == {'a.b': 1} and args.launcher == 'pytorch'
+    assert train_tool.parse_args(['cfg.py', '--resume', 'x.pth']).resume == 'x.pth'
+    assert train_tool.parse_args(['cfg.py']).resume is None
+    args = test_tool.parse_args([
+        'cfg.py', 'ck.pth', '--work-dir', 'wd', '--out', 'r.pkl', '--out-item', 'metrics',
+        '--cfg-options', 'a=1', '--show-dir', 'vis', '--show', '--interval', '3',
+        '--wait-time', '0.5', '--no-pin-memory', '--tta', '--launcher', 'slurm',
+        '--local_rank', '0'])
+    assert (args.out_item, args.interval, args.wait_time, args.launcher) == ('metrics', 3, 0.5,
+                                                                            'slurm')
+    with pytest.raises(SystemExit):
+        test_tool.parse_args(['cfg.py', 'ck.pth', '--out-item', 'pred'])  # needs --out
+
+
+# --------------------------------------------------------------------------- slow
+
+
+@pytest.fixture(scope='module')
+def tiny_setup(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    """Data, config and a 1-epoch training run shared by the slow tests of this module."""
+    root = tmp_path_factory.mktemp('tools')
+    data_root = make_fashion_mnist_subset(root / 'fashion-mnist')
+    config = write_config(root, data_root)
+    work_dir = root / 'train_1epoch'
+    proc = train(str(config), '--work-dir', str(work_dir))
+    return dict(root=root, config=config, work_dir=work_dir, log=proc.stdout)
+
+
+@pytest.mark.slow
+def test_train_one_epoch_writes_checkpoint(tiny_setup: Dict[str, Path]) -> None:
+    work_dir = tiny_setup['work_dir']
+    assert (work_dir / 'epoch_1.pth').is_file()
+    assert last_checkpoint(work_dir).endswith('epoch_1.pth')
+    log = str(tiny_setup['log'])
+    assert 'Epoch(train) [1][4/4]' in log
+    assert re.search(r'Epoch\(val\) \[1\]\[2/2\]\s+accuracy/top1: \d', log), log[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('resume_arg', ['auto', 'path'])
+def test_train_resume_continues_to_epoch_2(tiny_setup: Dict[str, Path], tmp_path: Path,
+                                           resume_arg: str) -> None:
+    """--resume (latest in the work dir) and --resume PATH load the checkpoint safely."""
+    work_dir = tmp_path / 'resumed'
+    shutil.copytree(tiny_setup['work_dir'], work_dir)
+    if resume_arg == 'auto':
+        resume = ['--resume']
+    else:
+        resume = ['--resume', str(tiny_setup['work_dir'] / 'epoch_1.pth')]
+        (work_dir / 'last_checkpoint').unlink()  # PATH, not the work dir, must be used
+    proc = train(str(tiny_setup['config']), '--work-dir', str(work_dir), *resume,
+                 '--cfg-options', 'train_cfg.max_epochs=2')
+    assert 'Loads checkpoint by local_safe backend' in proc.stdout
+    assert 'resumed epoch: 1, iter: 4' in proc.stdout
+    assert 'Epoch(train) [1]' not in proc.stdout
+    assert 'Epoch(train) [2][4/4]' in proc.stdout
+    assert (work_dir / 'epoch_2.pth').is_file()
+
+
+@pytest.mark.slow
+def test_train_load_from_and_pretrained_init(tiny_setup: Dict[str, Path],
+                                             tmp_path: Path) -> None:
+    """load_from and init_cfg=dict(type='Pretrained') read the mmengine checkpoint safely."""
+    ckpt = str(tiny_setup['work_dir'] / 'epoch_1.pth')
+    proc = train(str(tiny_setup['config']), '--work-dir', str(tmp_path / 'finetune'),
+                 '--no-validate', '--cfg-options', f'load_from={ckpt}',
+                 'model.backbone.init_cfg.type=Pretrained',
+                 f'model.backbone.init_cfg.checkpoint={ckpt}',
+                 'model.backbone.init_cfg.prefix=backbone.')
+    assert proc.stdout.count(f'Loads checkpoint by local_safe backend from path: {ckpt}') == 2
+    assert f'Load checkpoint from {ckpt}' in proc.stdout
+    assert (tmp_path / 'finetune' / 'epoch_1.pth').is_file()
+
+
+@pytest.mark.slow
+def test_test_tool_reports_accuracy(tiny_setup: Dict[str, Path], tmp_path: Path) -> None:
+    ckpt = tiny_setup['work_dir'] / 'epoch_1.pth'
+    out = tmp_path / 'metrics.json'
+    proc = run_tool([sys.executable, str(TOOLS / 'test.py'), str(tiny_setup['config']),
+                     str(ckpt), '--work-dir', str(tmp_path / 'test'), '--out', str(out),
+                     '--out-item', 'metrics'])
+    assert re.search(r'Epoch\(test\) \[2/2\]\s+accuracy/top1: \d+\.\d+', proc.stdout), \
+        proc.stdout[-3000:]
+    metrics = json.loads(out.read_text())
+    assert 0.0 <= metrics['accuracy/top1'] <= 100.0
+
+
+@pytest.mark.slow
+def test_dist_train_two_gloo_processes(tiny_setup: Dict[str, Path], tmp_path: Path) -> None:
+    """tools/dist_train.sh CONFIG 2 on the CPU: gloo, DDP without device_ids, collected val.
+
+    Run from ``tmp_path``: mmengine's CPU result collection makes ``.dist_test/`` in the
+    current directory, which should not land in the repository.
+    """
+    work_dir = tmp_path / 'dist'
+    proc = run_tool(['bash', str(TOOLS / 'dist_train.sh'), str(tiny_setup['config']), '2',
+                     '--work-dir', str(work_dir)], cwd=tmp_path,
+                    env={'PYTHON': sys.executable, 'PORT': str(free_port())})
+    log = proc.stdout
+    for rank in (0, 1):
+        assert f'[mmpoly] rank {rank}/2 (local rank {rank}): gloo process group' in log, log
+    assert 'Distributed launcher: pytorch' in log
+    assert 'GPU number: 2' in log  # mmengine's name for the world size
+    assert "backend='gloo'" in log or "'backend': 'gloo'" in log
+    assert 'Epoch(train) [1][2/2]' in log  # 64 images, 2 ranks x 2 iterations of 16
+    # both ranks' 16 predictions are collected on rank 0 and evaluated
+    assert re.search(r'Epoch\(val\) \[1\]\[1/1\]\s+accuracy/top1: \d', log), log[-3000:]
+    assert (work_dir / 'epoch_1.pth').is_file()
+    assert osp.isdir(tmp_path / '.dist_test')
+
+
+@pytest.mark.slow
+def test_dist_test_collects_predictions_of_both_ranks(tiny_setup: Dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """tools/dist_test.sh CONFIG CKPT 2: each rank predicts 16 images, rank 0 dumps all 32."""
+    preds = tmp_path / 'preds.pkl'
+    proc = run_tool(['bash', str(TOOLS / 'dist_test.sh'), str(tiny_setup['config']),
+                     str(tiny_setup['work_dir'] / 'epoch_1.pth'), '2', '--work-dir',
+                     str(tmp_path / 'dist_test'), '--out', str(preds)], cwd=tmp_path,
+                    env={'PYTHON': sys.executable, 'PORT': str(free_port())})
+    for rank in (0, 1):
+        assert f'[mmpoly] rank {rank}/2 (local rank {rank}): gloo process group' in proc.stdout
+    assert re.search(r'Epoch\(test\) \[1/1\]\s+accuracy/top1: \d', proc.stdout), \
+        proc.stdout[-3000:]
+    results = mmengine.load(str(preds))
+    assert len(results) == NUM_TEST
+    assert sorted(int(r['sample_idx']) for r in results) == list(range(NUM_TEST))

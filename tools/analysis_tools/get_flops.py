@@ -1,0 +1,50 @@
+"""Print the parameter count and FLOPs of a config's model (or of its backbone).
+
+    python tools/analysis_tools/get_flops.py configs/pdc_resnet18_8xb32_in1k.py
+    python tools/analysis_tools/get_flops.py configs/pdc-comp_resnet18_1xb128_cifar10.py \
+        --shape 32 32 --part backbone
+
+FLOPs are mmengine's count of multiply-accumulates (conv, linear, norm, pooling; element-wise
+products are not counted), as in mmpretrain's get_flops tool.
+"""
+import argparse
+from typing import Optional, Sequence
+
+from mmengine.config import Config, DictAction
+
+from mmpoly.utils import register_all_modules
+from mmpoly.utils.complexity import default_input_shape, measure
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Count parameters and FLOPs of a config')
+    parser.add_argument('config', help='config file path')
+    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
+                        help='input size (default: 32 32 for CIFAR backbones, else 224 224)')
+    parser.add_argument('--part', choices=['model', 'backbone'], default='model',
+                        help='count the whole model or only its backbone')
+    parser.add_argument('--no-flops', action='store_true', help='count parameters only')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config settings, key=value')
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = parse_args(argv)
+    register_all_modules()
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options:
+        cfg.merge_from_dict(args.cfg_options)
+    shape = default_input_shape(cfg)
+    if args.shape:
+        shape = (shape[0], *args.shape)
+    result = measure(cfg, args.part, shape, with_flops=not args.no_flops)
+    print(f'config: {args.config} ({args.part})')
+    print(f'input shape: {result.input_shape}')
+    print(f'params: {result.params:,} ({result.params / 1e6:.2f}M)')
+    if result.flops is not None:
+        print(f'flops: {result.flops:,} ({result.flops / 1e9:.4f}G)')
+
+
+if __name__ == '__main__':
+    main()

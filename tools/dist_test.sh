@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Distributed testing on one or more nodes with torchrun:
+#   tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [test.py options]
+# Environment: NNODES (1), NODE_RANK (0), PORT (29500), MASTER_ADDR (127.0.0.1),
+# PYTHON (python; e.g. .venv/bin/python). Without CUDA the processes use gloo on the CPU.
+set -euo pipefail
+
+if [ "$#" -lt 3 ]; then
+    echo "usage: $0 CONFIG CHECKPOINT NUM_PROCESSES [test.py options]" >&2
+    exit 2
+fi
+CONFIG=$1
+CHECKPOINT=$2
+GPUS=$3
+shift 3
+NNODES=${NNODES:-1}
+NODE_RANK=${NODE_RANK:-0}
+PORT=${PORT:-29500}
+MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
+PYTHON=${PYTHON:-python}
+TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+PYTHONPATH="$TOOLS_DIR/..${PYTHONPATH:+:$PYTHONPATH}" \
+exec "$PYTHON" -m torch.distributed.run \
+    --nnodes="$NNODES" \
+    --node_rank="$NODE_RANK" \
+    --master_addr="$MASTER_ADDR" \
+    --master_port="$PORT" \
+    --nproc_per_node="$GPUS" \
+    "$TOOLS_DIR/test.py" \
+    "$CONFIG" \
+    "$CHECKPOINT" \
+    --launcher pytorch "$@"

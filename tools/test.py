@@ -1,0 +1,137 @@
+"""Test (and evaluate) a checkpoint with an mmpoly (mmpretrain / mmdet) config.
+
+Same flags as mmpretrain 1.2.0's ``tools/test.py``. Checkpoints load with torch's safe loading
+(see ``mmpoly.engine.checkpoint``); distributed runs also work without CUDA (gloo).
+"""
+import argparse
+import os
+import os.path as osp
+from copy import deepcopy
+from typing import Optional, Sequence
+
+import mmengine
+from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.evaluator import DumpResults
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from mmpoly.engine import setup_cpu_distributed
+from mmpoly.utils import register_all_modules
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
+    parser = argparse.ArgumentParser(description='Test (and evaluate) a model')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir',
+                        help='the directory to save the file containing evaluation metrics')
+    parser.add_argument('--out', help='the file to write results to')
+    parser.add_argument('--out-item', choices=['metrics', 'pred'],
+                        help='write the metrics or the predictions to --out '
+                        '(default: predictions)')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config settings, key=value pairs merged into the config, e.g. '
+        'test_dataloader.batch_size=8 (no spaces in a list value; quote it)')
+    parser.add_argument('--amp', action='store_true',
+                        help='enable automatic-mixed-precision test')
+    parser.add_argument('--show-dir',
+                        help='directory where the visualization images will be saved')
+    parser.add_argument('--show', action='store_true',
+                        help='display the prediction results in a window')
+    parser.add_argument('--interval', type=int, default=1,
+                        help='visualize every this many samples')
+    parser.add_argument('--wait-time', type=float, default=2,
+                        help='display time of every window (seconds)')
+    parser.add_argument('--no-pin-memory', action='store_true',
+                        help='disable the pin_memory option of the dataloaders')
+    parser.add_argument(
+        '--tta', action='store_true',
+        help='test-time augmentation: the config\'s tta_pipeline and tta_model if it has '
+        'them, otherwise horizontal-flip TTA averaging the class scores')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    # torch.distributed.launch passes --local-rank (torch >= 2.0) or --local_rank.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.out is None and args.out_item is not None:
+        parser.error('--out-item needs --out (the file to write to)')
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def _enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
+    """Switch the VisualizationHook on for --show / --show-dir."""
+    hooks = cfg.get('default_hooks') or {}
+    if 'visualization' not in hooks:
+        raise ValueError('--show / --show-dir need a VisualizationHook in the config: '
+                         'default_hooks.visualization=dict(type="VisualizationHook")')
+    vis = cfg.default_hooks.visualization
+    vis.enable = True
+    vis.show = args.show
+    vis.wait_time = args.wait_time
+    vis.out_dir = args.show_dir
+    vis.interval = args.interval
+
+
+def _enable_tta(cfg: Config) -> None:
+    """Wrap the model in the TTA model and test with the TTA pipeline (default: flip TTA)."""
+    if 'tta_model' not in cfg:
+        cfg.tta_model = dict(type='mmpretrain.AverageClsScoreTTA')
+    if 'tta_pipeline' not in cfg:
+        test_pipeline = cfg.test_dataloader.dataset.pipeline
+        tta_pipeline = deepcopy(test_pipeline)
+        tta_pipeline[-1] = dict(
+            type='TestTimeAug',
+            transforms=[[dict(type='RandomFlip', prob=1.),
+                         dict(type='RandomFlip', prob=0.)], [test_pipeline[-1]]])
+        cfg.tta_pipeline = tta_pipeline
+    cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
+    cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+
+
+def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
+    """Fold the command-line options into ``cfg`` (``--cfg-options`` last, so it wins)."""
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    if args.amp:
+        if cfg.get('test_cfg') is None:
+            cfg.test_cfg = dict()
+        cfg.test_cfg.fp16 = True
+    if args.show or args.show_dir is not None:
+        _enable_visualization(cfg, args)
+    if args.tta:
+        _enable_tta(cfg)
+    if cfg.get('test_dataloader') is not None:
+        loader = ConfigDict(pin_memory=True, collate_fn=dict(type='default_collate'))
+        loader.update(cfg.test_dataloader)
+        if args.no_pin_memory:
+            loader.pin_memory = False
+        cfg.test_dataloader = loader
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    return cfg
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Build the Runner from the config, load the checkpoint and test."""
+    args = parse_args(argv)
+    register_all_modules(init_default_scope=True)
+    cfg = merge_args(Config.fromfile(args.config), args)
+    setup_cpu_distributed(cfg, cfg.launcher)
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    if args.out and args.out_item in ('pred', None):
+        runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))
+    metrics = runner.test()
+    if args.out and args.out_item == 'metrics' and runner.rank == 0:
+        mmengine.dump(metrics, args.out)
+
+
+if __name__ == '__main__':
+    main()

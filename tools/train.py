@@ -1,0 +1,118 @@
+"""Train a model from an mmpoly (mmpretrain / mmdet) config.
+
+Same flags as mmpretrain 1.2.0's ``tools/train.py``. Distributed runs also work without CUDA
+(gloo), e.g. ``tools/dist_train.sh CONFIG 2`` on a CPU machine.
+"""
+import argparse
+import os
+import os.path as osp
+from typing import Optional, Sequence
+
+from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from mmpoly.engine import setup_cpu_distributed
+from mmpoly.utils import register_all_modules
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
+    parser = argparse.ArgumentParser(description='Train a model')
+    parser.add_argument('config', help='train config file path')
+    parser.add_argument('--work-dir', help='the dir to save logs and models')
+    parser.add_argument(
+        '--resume', nargs='?', type=str, const='auto',
+        help='resume from this checkpoint; without a path, resume from the latest checkpoint '
+        'in the work directory')
+    parser.add_argument('--amp', action='store_true',
+                        help='enable automatic-mixed-precision training')
+    parser.add_argument('--no-validate', action='store_true',
+                        help='do not evaluate checkpoints during training')
+    parser.add_argument('--auto-scale-lr', action='store_true',
+                        help='scale the learning rate by the actual / the base batch size')
+    parser.add_argument('--no-pin-memory', action='store_true',
+                        help='disable the pin_memory option of the dataloaders')
+    parser.add_argument('--no-persistent-workers', action='store_true',
+                        help='disable the persistent_workers option of the dataloaders')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override config settings, key=value pairs merged into the config, e.g. '
+        'train_cfg.max_epochs=2 or model.backbone.stage_channels="[8,16]" (no spaces in a '
+        'list value; quote it)')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
+                        default='none', help='job launcher')
+    # torch.distributed.launch passes --local-rank (torch >= 2.0) or --local_rank.
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def _dataloader_defaults(cfg: Config, args: argparse.Namespace) -> None:
+    """Give every configured dataloader mmpretrain's defaults, then apply the --no-* flags.
+
+    Defaults (overridden by the config): ``pin_memory=True``, ``persistent_workers=True`` (a
+    loader with ``num_workers=0`` must set it False), ``collate_fn=default_collate``.
+    """
+    for field in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        if cfg.get(field) is None:
+            continue
+        loader = ConfigDict(pin_memory=True, persistent_workers=True,
+                            collate_fn=dict(type='default_collate'))
+        loader.update(cfg[field])
+        if args.no_pin_memory:
+            loader.pin_memory = False
+        if args.no_persistent_workers:
+            loader.persistent_workers = False
+        cfg[field] = loader
+
+
+def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
+    """Fold the command-line options into ``cfg`` (``--cfg-options`` last, so it wins)."""
+    if args.no_validate:
+        cfg.val_cfg = None
+        cfg.val_dataloader = None
+        cfg.val_evaluator = None
+    cfg.launcher = args.launcher
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    if args.amp:
+        wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
+        if wrapper not in ('OptimWrapper', 'AmpOptimWrapper'):
+            raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper or AmpOptimWrapper, '
+                             f'the config has {wrapper!r}')
+        cfg.optim_wrapper.type = 'AmpOptimWrapper'
+        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+    if args.resume == 'auto':
+        cfg.resume = True
+        cfg.load_from = None
+    elif args.resume is not None:
+        cfg.resume = True
+        cfg.load_from = args.resume
+    if args.auto_scale_lr:
+        if cfg.get('auto_scale_lr') is None:
+            raise ValueError('--auto-scale-lr needs auto_scale_lr=dict(base_batch_size=...) in '
+                             'the config')
+        cfg.auto_scale_lr.enable = True
+    _dataloader_defaults(cfg, args)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    return cfg
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Build the Runner from the config and train."""
+    args = parse_args(argv)
+    register_all_modules(init_default_scope=True)
+    cfg = merge_args(Config.fromfile(args.config), args)
+    setup_cpu_distributed(cfg, cfg.launcher)
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner.train()
+
+
+if __name__ == '__main__':
+    main()
