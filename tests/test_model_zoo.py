@@ -86,3 +86,13 @@ def test_the_users_imagenet_example_exists():
     assert cfg.train_cfg.max_epochs == 100 and cfg.param_scheduler.milestones == [30, 60, 90]
     assert cfg.train_dataloader.batch_size == 32 and cfg.auto_scale_lr.base_batch_size == 256
     assert cfg.optim_wrapper.optimizer.lr == 0.1
+
+
+@pytest.mark.slow
+def test_metafile_is_up_to_date():
+    import subprocess
+    import sys
+    repo = CONFIGS.parent
+    result = subprocess.run([sys.executable, 'tools/model_zoo/generate_metafile.py', '--check'],
+                            cwd=repo, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -9,10 +9,8 @@ import os.path as osp
 from typing import Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
-from mmpoly.engine import setup_cpu_distributed
+from mmpoly.engine import build_runner
 from mmpoly.utils import register_all_modules
 
 
@@ -109,8 +107,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     register_all_modules(init_default_scope=True)
     cfg = merge_args(Config.fromfile(args.config), args)
-    setup_cpu_distributed(cfg, cfg.launcher)
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner = build_runner(cfg)
     runner.train()
 
 

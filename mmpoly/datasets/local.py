@@ -23,58 +23,15 @@ def _missing_data_error(dataset: str, root: str, missing: List[str], how_to_get:
 
 
 class _LocalCIFARMixin:
-    """CIFAR in the "python version" format: pickled batches under ``data_root/base_folder``."""
-
-    archive_url: str
-
-    def _check_integrity(self) -> bool:
-        return not self._missing_files()
-
-    def _missing_files(self) -> List[str]:
-        root = self.data_prefix['root']
-        missing = []
-        for filename, md5 in self.train_list + self.test_list + [
-            (self.meta['filename'], self.meta.get('md5'))
-        ]:
-            path = join_path(root, self.base_folder, filename)
-            if not exists(path):
-                missing.append(join_path(self.base_folder, filename))
-            elif self.verify_checksums and md5 is not None and not check_md5(path, md5):
-                raise ValueError(f'{type(self).__name__}: {path} does not match the md5 of the '
-                                 f'official archive ({md5}); re-extract {self.filename} or set '
-                                 f'verify_checksums=False for a file you made yourself')
-        return missing
-
-    def load_data_list(self) -> List[dict]:
-        missing = self._missing_files()
-        if missing:
-            raise _missing_data_error(
-                type(self).__name__, self.data_prefix['root'], missing,
-                f'Download {self.filename} ("CIFAR python version") from {self.archive_url} and '
-                f'extract it so that {join_path(self.data_prefix["root"], self.base_folder)}/ '
-                f'holds its files, or set data_root to where they are.')
-        return super().load_data_list()
-
-    def _load_meta(self) -> None:
-        verify, self.meta = self.meta, dict(self.meta)
-        if not self.verify_checksums:
-            self.meta.pop('md5', None)
-        try:
-            super()._load_meta()
-        finally:
-            self.meta = verify
-
-
-@DATASETS.register_module()
-class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
-    """CIFAR-10 from ``data_root/cifar-10-batches-py`` (see :class:`mmpretrain.datasets.CIFAR10`).
+    """CIFAR in the "python version" format: pickled batches under ``data_root/base_folder``.
 
     Args:
-        verify_checksums: compare every file with the official md5 (True for real data).
-        Other args: as mmpretrain's CIFAR10; ``download`` defaults to False.
+        verify_checksums: compare every file with the official md5 (True for real data; False
+            for files made in the same format, e.g. in tests).
+        Other args: as mmpretrain's CIFAR datasets; ``download`` defaults to False.
     """
 
-    archive_url = 'https://www.cs.toronto.edu/~kriz/cifar.html'
+    archive_url: str
 
     def __init__(self,
                  data_root: str = '',
@@ -92,13 +49,56 @@ class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
                          data_prefix=data_prefix, test_mode=test_mode, pipeline=pipeline,
                          indices=indices, lazy_init=lazy_init)
 
+    def _check_integrity(self) -> bool:
+        # mmpretrain's loader calls this after load_data_list has verified the checksums
+        return not self._missing_files(check_checksums=False)
+
+    def _missing_files(self, check_checksums: bool) -> List[str]:
+        root = self.data_prefix['root']
+        missing = []
+        for filename, md5 in self.train_list + self.test_list + [
+            (self.meta['filename'], self.meta.get('md5'))
+        ]:
+            path = join_path(root, self.base_folder, filename)
+            if not exists(path):
+                missing.append(join_path(self.base_folder, filename))
+            elif check_checksums and md5 is not None and not check_md5(path, md5):
+                raise ValueError(f'{type(self).__name__}: {path} does not match the md5 of the '
+                                 f'official archive ({md5}); re-extract {self.filename} or set '
+                                 f'verify_checksums=False for a file you made yourself')
+        return missing
+
+    def load_data_list(self) -> List[dict]:
+        missing = self._missing_files(check_checksums=self.verify_checksums)
+        if missing:
+            raise _missing_data_error(
+                type(self).__name__, self.data_prefix['root'], missing,
+                f'Download {self.filename} ("CIFAR python version") from {self.archive_url} and '
+                f'extract it so that {join_path(self.data_prefix["root"], self.base_folder)}/ '
+                f'holds its files, or set data_root to where they are.')
+        return super().load_data_list()
+
+    def _load_meta(self) -> None:
+        # the meta file's md5 was checked with the others in load_data_list
+        meta, self.meta = self.meta, {k: v for k, v in self.meta.items() if k != 'md5'}
+        try:
+            super()._load_meta()
+        finally:
+            self.meta = meta
+
+
+@DATASETS.register_module()
+class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
+    """CIFAR-10 from ``data_root/cifar-10-batches-py`` (see :class:`mmpretrain.datasets.CIFAR10`)."""
+
+    archive_url = 'https://www.cs.toronto.edu/~kriz/cifar.html'
+
 
 @DATASETS.register_module()
 class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
     """CIFAR-100 from ``data_root/cifar-100-python`` (fine labels); args as :class:`LocalCIFAR10`."""
 
     archive_url = LocalCIFAR10.archive_url
-    __init__ = LocalCIFAR10.__init__
 
 
 @DATASETS.register_module()

@@ -8,7 +8,7 @@ from .checkpoint import (MMENGINE_CHECKPOINT_GLOBALS, TRUSTED_CHECKPOINTS_ENV,
                          UnsafeCheckpointError, install_safe_checkpoint_loader,
                          is_trusted_checkpoint, load_checkpoint_file, load_from_local_safe,
                          safe_checkpoint_loader_installed, trusted_checkpoint_paths)
-from .launcher import cpu_model_wrapper_cfg, resolve_dist_env, setup_cpu_distributed
+from .launcher import build_runner, cpu_model_wrapper_cfg, resolve_dist_env, setup_cpu_distributed
 
 install_safe_checkpoint_loader()
 
@@ -16,5 +16,5 @@ __all__ = [
     'MMENGINE_CHECKPOINT_GLOBALS', 'TRUSTED_CHECKPOINTS_ENV', 'UnsafeCheckpointError',
     'install_safe_checkpoint_loader', 'is_trusted_checkpoint', 'load_checkpoint_file',
     'load_from_local_safe', 'safe_checkpoint_loader_installed', 'trusted_checkpoint_paths',
-    'cpu_model_wrapper_cfg', 'resolve_dist_env', 'setup_cpu_distributed'
+    'build_runner', 'cpu_model_wrapper_cfg', 'resolve_dist_env', 'setup_cpu_distributed'
 ]

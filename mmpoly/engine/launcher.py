@@ -19,8 +19,12 @@ from typing import Dict, NamedTuple, Optional
 import torch
 import torch.distributed as torch_dist
 from mmengine.config import Config
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
 
-__all__ = ['DistEnv', 'resolve_dist_env', 'cpu_model_wrapper_cfg', 'setup_cpu_distributed']
+__all__ = [
+    'DistEnv', 'resolve_dist_env', 'cpu_model_wrapper_cfg', 'setup_cpu_distributed', 'build_runner'
+]
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
 DEFAULT_MASTER_PORT = '29500'  # torch.distributed's default
@@ -158,3 +162,9 @@ def _is_ddp_type(wrapper_type: object) -> bool:
     from torch.nn.parallel import DistributedDataParallel
     cls = MODEL_WRAPPERS.get(wrapper_type) if isinstance(wrapper_type, str) else wrapper_type
     return isinstance(cls, type) and issubclass(cls, DistributedDataParallel)
+
+
+def build_runner(cfg: Config) -> Runner:
+    """Build the Runner of ``cfg`` (``runner_type`` honoured) after the CPU distributed set-up."""
+    setup_cpu_distributed(cfg, cfg.get('launcher', 'none'))
+    return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)

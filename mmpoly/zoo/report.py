@@ -267,10 +267,14 @@ def format_text(results: Sequence[RowResult]) -> str:
 
 def summary(results: Sequence[RowResult]) -> str:
     matched = sum(1 for r in results if r.match)
-    misfits = sum(1 for r in results if not r.row.claimed_match and not r.match)
+    unchecked = sum(1 for r in results if r.match is None)
+    misfits = sum(1 for r in results if not r.row.claimed_match and r.match is False
+                  and r.error is None)
     failed = failures(results)
-    text = (f'{len(results)} rows: {matched} match, {misfits} known misfit(s), '
-            f'{len(failed)} failure(s)')
+    text = f'{len(results)} rows: {matched} match, '
+    if unchecked:
+        text += f'{unchecked} match in params (FLOPs not measured), '
+    text += f'{misfits} known misfit(s), {len(failed)} failure(s)'
     if failed:
         text += ' — ' + '; '.join(f'{r.row.table} {r.row.model}' for r in failed)
     return text

@@ -5,8 +5,8 @@ from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
 from mmpoly.registry import MODELS
-from ..polynomial import (PolynomialTerm, act_cfg_option, check_odd_kernel, check_positive_int,
-                          norm_cfg_option)
+from ..polynomial import (PolynomialTerm, act_cfg_option, check_number, check_odd_kernel,
+                          check_positive_int, norm_cfg_option)
 from .basic import ResNetBlock
 
 LEAKY_RELU = dict(type='LeakyReLU', negative_slope=0.01)
@@ -74,8 +74,7 @@ class PDCBlock(ResNetBlock):
         projection_act_cfg = act_cfg_option('projection_act', projection_act)
         if not use_activation:
             factor_act_cfg = projection_act_cfg = None
-        if not isinstance(scale_init, (int, float)) or isinstance(scale_init, bool):
-            raise ValueError(f'scale_init must be a number, got {scale_init!r}')
+        check_number('scale_init', scale_init)
 
         self.input_norm: nn.Module = nn.Identity()
         if degree >= 2 and input_norm_cfg is not None:

@@ -6,8 +6,9 @@ from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
 from mmpoly.registry import MODELS
-from ..polynomial import (Factor, Projection, check_choice, check_odd_kernel, check_positive_int,
-                          hadamard_product, norm_cfg_option)
+from ..polynomial import (Factor, Projection, check_choice, check_non_negative_int, check_number,
+                          check_odd_kernel, check_positive_int, hadamard_product,
+                          norm_cfg_option)
 from .basic import ResNetBlock
 
 
@@ -59,17 +60,11 @@ class PiNetBlock(ResNetBlock):
             raise ValueError(f'degree of a PiNetBlock must be >= 2 (degree 1 is ResNetBlock), '
                              f'got {degree}')
         self.degree = degree
-        if isinstance(num_input_convs, bool) or not isinstance(num_input_convs, int) \
-                or num_input_convs < 0:
-            raise ValueError(f'num_input_convs must be an integer >= 0, got {num_input_convs!r}')
-        if isinstance(num_projection_convs, bool) or not isinstance(num_projection_convs, int) \
-                or num_projection_convs < 0:
-            raise ValueError(f'num_projection_convs must be an integer >= 0, got '
-                             f'{num_projection_convs!r}')
+        check_non_negative_int('num_input_convs', num_input_convs)
+        check_non_negative_int('num_projection_convs', num_projection_convs)
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
         check_choice('use_scale', use_scale, (True, False))
-        if not isinstance(scale_init, (int, float)) or isinstance(scale_init, bool):
-            raise ValueError(f'scale_init must be a number, got {scale_init!r}')
+        check_number('scale_init', scale_init)
         input_norm_cfg = norm_cfg_option('input_norm', input_norm)
         projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
 

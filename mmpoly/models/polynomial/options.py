@@ -18,6 +18,20 @@ def check_positive_int(name: str, value: Any) -> int:
     return value
 
 
+def check_non_negative_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an int >= 0, else raise a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f'{name} must be an integer >= 0, got {value!r}')
+    return value
+
+
+def check_number(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is a real number (not a bool), else a ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f'{name} must be a number, got {value!r}')
+    return float(value)
+
+
 def check_odd_kernel(name: str, value: Any) -> int:
     """Kernel sizes must be odd so that 'same' padding (k // 2) keeps the spatial size."""
     check_positive_int(name, value)
