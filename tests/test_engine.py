@@ -139,7 +139,7 @@ def test_plain_torch_load_fails_on_mmengine_checkpoint(runner_checkpoint: Path) 
 
 
 def test_mmengine_checkpoint_loads_through_checkpoint_loader(runner_checkpoint: Path) -> None:
-    before = list(torch.serialization.get_safe_globals())
+    before = set(torch.serialization.get_safe_globals())
     for loaded in (CheckpointLoader.load_checkpoint(str(runner_checkpoint), map_location='cpu'),
                    _load_checkpoint(str(runner_checkpoint), map_location='cpu')):
         assert set(loaded) >= {'meta', 'state_dict', 'message_hub', 'optimizer'}
@@ -152,7 +152,7 @@ def test_mmengine_checkpoint_loads_through_checkpoint_loader(runner_checkpoint: 
         assert isinstance(hub['runtime_info']['eta'], np.floating)
         assert torch.is_tensor(loaded['state_dict']['fc.weight'])
     # the allow-list is scoped to the load: nothing leaks into torch's global list
-    assert list(torch.serialization.get_safe_globals()) == before
+    assert set(torch.serialization.get_safe_globals()) == before
 
 
 def test_allow_list_is_minimal(runner_checkpoint: Path) -> None:

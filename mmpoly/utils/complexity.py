@@ -6,6 +6,7 @@ import torch
 from mmengine.analysis import get_model_complexity_info
 from mmengine.config import Config
 from mmengine.logging import MMLogger
+from mmengine.registry import DefaultScope
 from torch import nn
 
 from mmpoly.registry import MODELS
@@ -28,7 +29,9 @@ def build_model(cfg: Config, part: str = 'model') -> nn.Module:
     if part not in ('model', 'backbone'):
         raise ValueError(f"part must be 'model' or 'backbone', got {part!r}")
     model_cfg = cfg.model if part == 'model' else cfg.model.backbone
-    return MODELS.build(model_cfg).eval()
+    # build in the config's scope, whatever scope the caller's process is in
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmpretrain')):
+        return MODELS.build(model_cfg).eval()
 
 
 def default_input_shape(cfg: Config) -> Tuple[int, int, int]:

@@ -51,6 +51,8 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stage
         stage_cfgs = plugin.get('stage_cfgs')
         if stage_cfgs is not None:
             cfg.update(per_stage(f'{field}.stage_cfgs', stage_cfgs, num_stages)[stage] or {})
+        # mmpoly's registry scope, also when the backbone is built from an mmdet config
+        cfg.setdefault('_scope_', 'mmpretrain')
         modules.append(MODELS.build(dict(cfg, in_channels=channels)))
     return modules
 
