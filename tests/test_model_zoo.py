@@ -96,3 +96,20 @@ def test_metafile_is_up_to_date():
     result = subprocess.run([sys.executable, 'tools/model_zoo/generate_metafile.py', '--check'],
                             cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_get_flops_tool_prints_params_and_flops(capsys):
+    import importlib.util
+    path = CONFIGS.parent / 'tools' / 'analysis_tools' / 'get_flops.py'
+    spec = importlib.util.spec_from_file_location('mmpoly_get_flops', path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main([str(CONFIGS / 'resnet18_1xb128_cifar10.py')])
+    out = capsys.readouterr().out
+    assert 'input shape: (3, 32, 32)' in out and 'params: 11,173,962 (11.17M)' in out
+    # CIFAR ResNet18: 0.557 GMACs (SPEC / mmengine reference)
+    assert 'flops: 556,659,712 (0.5567G)' in out
+    tool.main([str(CONFIGS / 'pdc-comp_resnet18_1xb128_cifar10.py'), '--part', 'backbone',
+               '--no-flops'])
+    out = capsys.readouterr().out
+    assert 'params: 4,257,223' in out and 'flops' not in out  # the head's 2,570 left out
