@@ -14,6 +14,7 @@ number of key positions (as mmcv's ``dot_product`` mode). :class:`NonLocalBase` 
 options, the residual output conv ``conv_out`` and the initialisation that every block shares.
 """
 import math
+from abc import abstractmethod
 from typing import Optional, Union
 
 import torch
@@ -171,9 +172,9 @@ class NonLocalBase(BaseModule):
             raise ValueError(f'{type(self).__name__} expects a (B, {self.in_channels}, H, W) '
                              f'feature map, got shape {tuple(x.shape)}')
 
+    @abstractmethod
     def inner(self, x: Tensor) -> Tensor:
         """The polynomial before the output conv: (B, c, H, W) -> (B, c/r, H, W)."""
-        raise NotImplementedError
 
     def forward(self, x: Tensor) -> Tensor:
         self.check_input(x)
