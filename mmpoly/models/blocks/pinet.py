@@ -92,7 +92,7 @@ class PiNetBlock(ResNetBlock):
         for _ in range(2, self.degree + 1):
             term = hadamard_product([term, shared])  # t_n = t_{n-1} ∘ a
             higher.append(term)
-        out = self.projection(torch.stack(higher).sum(0) if len(higher) > 1 else higher[0])
+        out = self.projection(sum(higher[1:], higher[0]))
         if self.scale is not None:
             out = self.scale * out
         return branch + shortcut + out

@@ -22,7 +22,7 @@ from mmcv.cnn import ConvModule
 from mmengine.model import BaseModule, constant_init, normal_init
 from torch import Tensor
 
-from ..polynomial.options import check_positive_int, norm_cfg_option
+from ..polynomial.options import check_choice, check_positive_int, norm_cfg_option
 
 #: Standard deviation of the normal initialisation of every input factor (mmcv's NonLocal2d).
 FACTOR_INIT_STD = 0.01
@@ -127,8 +127,7 @@ class NonLocalBase(BaseModule):
                              f'reduction channels)')
         for flag, value in (('use_softmax', use_softmax), ('use_scale', use_scale),
                             ('use_activation', use_activation)):
-            if not isinstance(value, bool):  # a membership test would accept 0 and 1
-                raise ValueError(f'{flag} must be True or False, got {value!r}')
+            check_choice(flag, value, (True, False))
         self.in_channels = in_channels
         self.reduction = reduction
         self.inter_channels = in_channels // reduction
