@@ -20,7 +20,8 @@ MMENGINE=0.10.7
 MMCV=2.1.0
 MMPRETRAIN=1.2.0
 MMDET=3.3.0
-STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-v2"
+SKIMAGE=0.26.0
+STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v3"
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -70,8 +71,10 @@ fi
 "${PIP[@]}" install "$WHEELHOUSE"/mmcv-$MMCV-*.whl
 
 # 4. The rest of the stack, test tools, and mmpoly itself (editable).
-log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, pytest, mmpoly"
-"${PIP[@]}" install "mmpretrain==$MMPRETRAIN" "mmdet==$MMDET" pycocotools pytest
+# scikit-image: the bundled photographs of the offline COCO-format set (make_fashion_coco.py)
+log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, scikit-image, pytest, mmpoly"
+"${PIP[@]}" install "mmpretrain==$MMPRETRAIN" "mmdet==$MMDET" pycocotools \
+    "scikit-image==$SKIMAGE" pytest
 "${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO"
 "$PY" - <<'PY'
 import mmcv, mmcv.ops, mmdet, mmengine, mmpretrain, torch, torchvision

@@ -67,15 +67,23 @@ def _enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
         raise ValueError('--show / --show-dir need a VisualizationHook in the config: '
                          'default_hooks.visualization=dict(type="VisualizationHook")')
     vis = cfg.default_hooks.visualization
-    vis.enable = True
+    if vis.get('type') == 'DetVisualizationHook':  # mmdet's hook: draw / test_out_dir
+        vis.draw = True
+        vis.test_out_dir = args.show_dir
+    else:
+        vis.enable = True
+        vis.out_dir = args.show_dir
     vis.show = args.show
     vis.wait_time = args.wait_time
-    vis.out_dir = args.show_dir
     vis.interval = args.interval
 
 
 def _enable_tta(cfg: Config) -> None:
-    """Wrap the model in the TTA model and test with the TTA pipeline (default: flip TTA)."""
+    """Wrap the model in the TTA model and test with the TTA pipeline (classifiers without
+    them: flip TTA averaging the class scores; detectors must define both, as in mmdet)."""
+    if cfg.get('default_scope') == 'mmdet' and not ('tta_model' in cfg and 'tta_pipeline' in cfg):
+        raise ValueError('--tta with a detection config needs tta_model and tta_pipeline in the '
+                         "config (e.g. mmdet's DetTTAModel and a TestTimeAug pipeline)")
     if 'tta_model' not in cfg:
         cfg.tta_model = dict(type='mmpretrain.AverageClsScoreTTA')
     if 'tta_pipeline' not in cfg:
@@ -107,7 +115,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.tta:
         _enable_tta(cfg)
     if cfg.get('test_dataloader') is not None:
-        loader = ConfigDict(pin_memory=True, collate_fn=dict(type='default_collate'))
+        loader = ConfigDict(pin_memory=True)
+        if cfg.get('default_scope', 'mmpretrain') == 'mmpretrain':  # see tools/train.py
+            loader.collate_fn = dict(type='default_collate')
         loader.update(cfg.test_dataloader)
         if args.no_pin_memory:
             loader.pin_memory = False

@@ -52,13 +52,16 @@ def _dataloader_defaults(cfg: Config, args: argparse.Namespace) -> None:
     """Give every configured dataloader mmpretrain's defaults, then apply the --no-* flags.
 
     Defaults (overridden by the config): ``pin_memory=True``, ``persistent_workers=True`` (a
-    loader with ``num_workers=0`` must set it False), ``collate_fn=default_collate``.
+    loader with ``num_workers=0`` must set it False) and, for mmpretrain configs,
+    ``collate_fn=default_collate`` (mmdet batches in its data preprocessor: mmengine's default
+    ``pseudo_collate`` stays, as in mmdet's own tools/train.py).
     """
     for field in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         if cfg.get(field) is None:
             continue
-        loader = ConfigDict(pin_memory=True, persistent_workers=True,
-                            collate_fn=dict(type='default_collate'))
+        loader = ConfigDict(pin_memory=True, persistent_workers=True)
+        if cfg.get('default_scope', 'mmpretrain') == 'mmpretrain':
+            loader.collate_fn = dict(type='default_collate')
         loader.update(cfg[field])
         if args.no_pin_memory:
             loader.pin_memory = False

@@ -9,3 +9,6 @@ from .backbones import *  # noqa: F401,F403
 from .blocks import *  # noqa: F401,F403
 from .nonlocal_family import *  # noqa: F401,F403
 from .polynomial import *  # noqa: F401,F403
+from mmpoly.registry import register_in_mmdet  # noqa: E402
+
+register_in_mmdet()

@@ -12,6 +12,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from mmpoly.registry import MODELS
 from ..blocks import ResNetBlock
 from ..polynomial.options import check_choice, check_positive_int, per_stage
+from .pretrained import PRETRAINED_OPTIONS, load_pretrained
 
 #: Blocks per stage of the standard depths (BasicBlock ResNets).
 DEPTH_PRESETS: Dict[int, Tuple[int, ...]] = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
@@ -36,6 +37,12 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stage
         if not isinstance(plugin, dict) or 'cfg' not in plugin:
             raise ValueError(f'{field} must be a dict with a "cfg" key (and optionally "stages",'
                              f' "stage_cfgs"), got {plugin!r}')
+        if 'position' in plugin:
+            raise ValueError(
+                f'{field}.position={plugin["position"]!r}: mmpoly places a plugin after the last '
+                'block of each stage chosen by "stages" (the paper\'s placement of non-local '
+                'blocks), not inside a block as mmdet\'s Bottleneck "position" does; remove '
+                '"position" and choose the stages, e.g. stages=(False, False, True, True)')
         unknown = set(plugin) - {'cfg', 'stages', 'stage_cfgs'}
         if unknown:
             raise ValueError(f'{field} has unknown keys {sorted(unknown)}; allowed: '
@@ -246,9 +253,26 @@ class PolyResNetBase(BaseBackbone):
                 param.requires_grad = False
 
     def init_weights(self) -> None:
-        super().init_weights()
+        """Kaiming / unit-BN init (and zero-init residuals), or a strict ``Pretrained`` load.
+
+        ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix=...)`` loads every backbone
+        tensor from the checkpoint and raises on any missing, unexpected or misshapen one (see
+        :func:`~mmpoly.models.backbones.pretrained.load_pretrained`); mmengine's own loader would
+        only warn. ``classifier_config`` may name the config that trains the checkpoint.
+        """
         if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            return  # the checkpoint already holds every weight
+            options = dict(self.init_cfg)
+            unknown = set(options) - set(PRETRAINED_OPTIONS)
+            if unknown:
+                raise ValueError(f'backbone init_cfg (Pretrained) has unknown keys '
+                                 f'{sorted(unknown)}; allowed: {list(PRETRAINED_OPTIONS)}')
+            if not options.get('checkpoint'):
+                raise ValueError('backbone init_cfg (Pretrained) needs checkpoint=PATH')
+            options.pop('type')
+            load_pretrained(self, **options)
+            self._is_init = True
+            return
+        super().init_weights()
         if self.zero_init_residual:
             for m in self.modules():
                 if isinstance(m, ResNetBlock):

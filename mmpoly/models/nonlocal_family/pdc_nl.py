@@ -83,7 +83,10 @@ class PDCNonLocal3(NonLocalBase):
         if (height, width) != self.spatial_size:
             raise ValueError(
                 f'{type(self).__name__} was built for spatial_size {self.spatial_size} (C4 maps '
-                f'to {self.num_positions} positions) but got a {height}x{width} feature map')
+                f'to {self.num_positions} positions) but got a {height}x{width} feature map. '
+                'Its factor C4 is tied to one input size: give every image that size (a fixed '
+                'crop or resize-and-pad), or, for inputs of varying size such as detection '
+                'images, use NonLocalBlock or DisentangledNonLocalBlock, which fit any size')
 
     def inner(self, x: Tensor) -> Tensor:
         third = pairwise_product(

@@ -1,0 +1,61 @@
+"""Run a trained mmpoly detector on images and save them with boxes, masks and labels drawn.
+
+mmdet's ``DetInferencer`` does the work (its visualiser draws; predictions go to JSON)::
+
+    python tools/det_inference.py IMAGE [IMAGE ...] CONFIG CHECKPOINT --out-dir outputs
+    # -> outputs/vis/<image>.jpg (drawn), outputs/preds/<image>.json (boxes, labels, scores, RLE masks)
+
+The detector's ImageNet classifier checkpoint is not needed: the detector checkpoint holds the
+backbone.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+from typing import List, Optional, Sequence
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('inputs', nargs='+', help='image files or folders of images')
+    parser.add_argument('config', help='the detection config the checkpoint was trained with')
+    parser.add_argument('checkpoint', help='the detector checkpoint')
+    parser.add_argument('--out-dir', default='outputs', help='where vis/ and preds/ go')
+    parser.add_argument('--score-thr', type=float, default=0.3,
+                        help='draw only detections scoring at least this (default 0.3)')
+    parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
+    parser.add_argument('--palette', default='none',
+                        help="box colours: 'coco', 'voc', 'citys', 'random' or 'none' (the "
+                        "config's or checkpoint's)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.score_thr <= 1:
+        parser.error(f'--score-thr must be in [0, 1], got {args.score_thr}')
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> List[str]:
+    """Draw the predictions; return the paths of the drawn images."""
+    args = parse_args(argv)
+    for path in [*args.inputs, args.config, args.checkpoint]:
+        if not osp.exists(path):
+            raise FileNotFoundError(f'{path} does not exist')
+    from mmdet.apis import DetInferencer
+
+    from mmpoly.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    inferencer = DetInferencer(model=args.config, weights=args.checkpoint, device=args.device,
+                               palette=args.palette, show_progress=False)
+    inferencer(args.inputs if len(args.inputs) > 1 else args.inputs[0], out_dir=args.out_dir,
+               pred_score_thr=args.score_thr, no_save_pred=False)
+    images = []
+    for path in args.inputs:
+        names = sorted(os.listdir(path)) if osp.isdir(path) else [osp.basename(path)]
+        images += [osp.join(args.out_dir, 'vis', name) for name in names]
+    drawn = [p for p in images if osp.isfile(p)]
+    print('\n'.join(f'drawn: {p}' for p in drawn))
+    return drawn
+
+
+if __name__ == '__main__':
+    main()
+    sys.exit(0)
