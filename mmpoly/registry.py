@@ -3,16 +3,17 @@
 Every mmpoly module registers in mmpretrain's registries (``MODELS``, ``DATASETS``, ...), where
 mmpretrain configs find it. :func:`register_in_mmdet` registers mmpoly's models in mmdet's
 ``MODELS`` as well, under the same names, so an mmdet config (``default_scope='mmdet'``) writes
-``type='PDCResNet'`` as an mmpretrain config does (``type='mmpretrain.PDCResNet'`` works too).
+``type='PDCResNet'`` as an mmpretrain config does (``type='mmpretrain.PDCResNet'`` works too); mmpoly's hooks likewise go to mmdet's ``HOOKS``.
 mmpoly's detection datasets register in mmdet's ``DATASETS`` only (``DET_DATASETS``).
 """
 from mmdet.registry import DATASETS as DET_DATASETS
+from mmdet.registry import HOOKS as DET_HOOKS
 from mmdet.registry import MODELS as DET_MODELS
 from mmengine.registry import Registry
 from mmpretrain.registry import DATASETS, HOOKS, METRICS, MODELS, TRANSFORMS
 
 __all__ = ['MODELS', 'DATASETS', 'TRANSFORMS', 'METRICS', 'HOOKS', 'DET_MODELS', 'DET_DATASETS',
-           'register_in_mmdet']
+           'DET_HOOKS', 'register_in_mmdet']
 
 
 def register_in_mmdet(source: Registry = MODELS, target: Registry = DET_MODELS) -> None:

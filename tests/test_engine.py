@@ -3,7 +3,7 @@ import os
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 import numpy as np
 import pytest
@@ -166,16 +166,24 @@ def test_allow_list_is_minimal(runner_checkpoint: Path) -> None:
             torch.load(runner_checkpoint, weights_only=True)
 
 
+def rewrite_pickle(source: Path, target: Path, edit: Callable[[bytes], bytes]) -> None:
+    """Copy the torch zip checkpoint ``source`` to ``target`` with ``edit`` applied to data.pkl."""
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, 'w') as dst:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            dst.writestr(info.filename, edit(data) if info.filename.endswith('/data.pkl')
+                         else data)
+
+
 def test_numpy1_checkpoint_loads(runner_checkpoint: Path, tmp_path: Path) -> None:
     """A checkpoint written under numpy 1.x names numpy.core.multiarray instead."""
     old = tmp_path / 'numpy1.pth'
-    with zipfile.ZipFile(runner_checkpoint) as src, zipfile.ZipFile(old, 'w') as dst:
-        for info in src.infolist():
-            data = src.read(info.filename)
-            if info.filename.endswith('/data.pkl'):
-                assert b'numpy._core.multiarray' in data
-                data = data.replace(b'numpy._core.multiarray', b'numpy.core.multiarray')
-            dst.writestr(info.filename, data)
+
+    def to_numpy1(data: bytes) -> bytes:
+        assert b'numpy._core.multiarray' in data
+        return data.replace(b'numpy._core.multiarray', b'numpy.core.multiarray')
+
+    rewrite_pickle(runner_checkpoint, old, to_numpy1)
     assert 'numpy.core.multiarray._reconstruct' in \
         torch.serialization.get_unsafe_globals_in_checkpoint(str(old))
     loaded = CheckpointLoader.load_checkpoint(str(old), map_location='cpu')

@@ -19,15 +19,15 @@ CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
 register_all_modules()
 
 CIFAR_CONFIGS = {  # whole CIFAR-100 classifier, trainable parameters (SPEC §3)
-    'nl_resnet18_1xb128_cifar100.py': 11_569_972,
-    'dnl_resnet18_1xb128_cifar100.py': 11_570_936,
-    'pdc-nl3_resnet18_1xb128_cifar100.py': 11_868_772,
-    'pdc-nl4_resnet18_1xb128_cifar100.py': 12_044_052,
+    'nl_resnet18_1xb128_cifar100.py': 11_570_932,
+    'dnl_resnet18_1xb128_cifar100.py': 11_571_896,
+    'pdc-nl3_resnet18_1xb128_cifar100.py': 11_869_732,
+    'pdc-nl4_resnet18_1xb128_cifar100.py': 12_045_012,
 }
 IMAGENET_CONFIGS = {  # whole ImageNet classifier (measured; SPEC §3 gives the same figures)
-    'nl_resnet18_8xb32_in1k.py': 12_018_536,
-    'pdc-nl3_pdc-resnet18_8xb32_in1k.py': 11_394_387,
-    'pdc-nl4_pdc-resnet18_8xb32_in1k.py': 11_546_637,
+    'nl_resnet18_8xb32_in1k.py': 12_019_304,
+    'pdc-nl3_pdc-resnet18_8xb32_in1k.py': 11_395_227,
+    'pdc-nl4_pdc-resnet18_8xb32_in1k.py': 11_547_477,
 }
 
 
@@ -125,7 +125,7 @@ def reference_pdc_nl4(block, x, softmax):
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize('softmax', [True, False])
 def test_nl_matches_equation(softmax):
-    block = randomise(NonLocalBlock(12, reduction=3, use_softmax=softmax))
+    block = randomise(NonLocalBlock(12, reduction=3, use_softmax=softmax, norm_cfg=None))
     x = torch.randn(2, 12, 5, 6, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_nl(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -133,7 +133,7 @@ def test_nl_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_dnl_matches_equation(softmax):
-    block = randomise(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax,
+    block = randomise(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax, norm_cfg=None,
                                                 temperature=0.5))
     x = torch.randn(2, 12, 4, 5, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_dnl(block, x, softmax, 0.5), rtol=1e-10,
@@ -142,7 +142,8 @@ def test_dnl_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_pdc_nl3_matches_equation(softmax):
-    block = randomise(PDCNonLocal3(8, spatial_size=(3, 5), reduction=2, use_softmax=softmax))
+    block = randomise(PDCNonLocal3(8, spatial_size=(3, 5), reduction=2, use_softmax=softmax,
+                                   norm_cfg=None))
     x = torch.randn(2, 8, 3, 5, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_pdc_nl3(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -150,7 +151,8 @@ def test_pdc_nl3_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_pdc_nl4_matches_equation(softmax):
-    block = randomise(PDCNonLocal4(8, spatial_size=(4, 4), reduction=4, use_softmax=softmax))
+    block = randomise(PDCNonLocal4(8, spatial_size=(4, 4), reduction=4, use_softmax=softmax,
+                                   norm_cfg=None))
     x = torch.randn(2, 8, 4, 4, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_pdc_nl4(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -159,7 +161,7 @@ def test_pdc_nl4_matches_equation(softmax):
 def test_nl_equals_mmcv_nonlocal2d():
     from mmcv.cnn import NonLocal2d
     for softmax, mode in [(True, 'embedded_gaussian'), (False, 'dot_product')]:
-        ours = randomise(NonLocalBlock(16, reduction=4, use_softmax=softmax))
+        ours = randomise(NonLocalBlock(16, reduction=4, use_softmax=softmax, norm_cfg=None))
         theirs = NonLocal2d(16, reduction=4, mode=mode).double().eval()
         theirs.load_state_dict(ours.state_dict(), strict=True)
         x = torch.randn(2, 16, 6, 6, dtype=torch.float64)
@@ -178,17 +180,32 @@ def pdc_nl3_params(c, r, hw):
 @pytest.mark.parametrize('c,r,hw', [(64, 4, 1024), (128, 4, 256), (512, 4, 16), (60, 2, 49)])
 def test_parameter_formulas(c, r, hw):
     side = int(math.isqrt(hw))
-    assert n_params(NonLocalBlock(c, reduction=r)) == nl_params(c, r)
-    assert n_params(DisentangledNonLocalBlock(c, reduction=r)) == nl_params(c, r) + c + 1
-    assert n_params(PDCNonLocal3(c, (side, side), reduction=r)) == pdc_nl3_params(c, r, hw)
-    assert n_params(PDCNonLocal4(c, (side, side), reduction=r)) == \
+    # formulas with a biased conv_out (norm_cfg=None)
+    assert n_params(NonLocalBlock(c, reduction=r, norm_cfg=None)) == nl_params(c, r)
+    assert n_params(DisentangledNonLocalBlock(c, reduction=r, norm_cfg=None)) == \
+        nl_params(c, r) + c + 1
+    assert n_params(PDCNonLocal3(c, (side, side), reduction=r, norm_cfg=None)) == \
+        pdc_nl3_params(c, r, hw)
+    assert n_params(PDCNonLocal4(c, (side, side), reduction=r, norm_cfg=None)) == \
         pdc_nl3_params(c, r, hw) + 2 * c * c // r + c // r + c
-    # with a norm on conv_out: no conv bias (-c), BN weight and bias (+2c)
-    assert n_params(NonLocalBlock(c, reduction=r, norm_cfg='BN')) == nl_params(c, r) + c
+    # the default BN on conv_out: no conv bias (-c), BN weight and bias (+2c)
+    for block in (NonLocalBlock(c, reduction=r), DisentangledNonLocalBlock(c, reduction=r),
+                  PDCNonLocal3(c, (side, side), reduction=r),
+                  PDCNonLocal4(c, (side, side), reduction=r)):
+        unnormed = type(block)(**{**_args(block), 'norm_cfg': None})
+        assert n_params(block) == n_params(unnormed) + c, type(block).__name__
+        assert block.conv_out.with_norm and block.conv_out.conv.bias is None
+
+
+def _args(block) -> dict:
+    args = dict(in_channels=block.in_channels, reduction=block.reduction)
+    if hasattr(block, 'spatial_size'):
+        args['spatial_size'] = block.spatial_size
+    return args
 
 
 def test_pdc_nl3_per_block_example_from_spec():
-    assert n_params(PDCNonLocal3(64, (32, 32), reduction=4)) == 72_848
+    assert n_params(PDCNonLocal3(64, (32, 32), reduction=4, norm_cfg=None)) == 72_848
 
 
 @pytest.mark.parametrize('config,expected', list(CIFAR_CONFIGS.items()) +
@@ -256,16 +273,18 @@ def test_default_init_is_identity_and_survives_the_backbone_init():
     nl, pdc = net.layer2[-1], net.layer4[-1]
     assert isinstance(nl, NonLocalBlock) and isinstance(pdc, PDCNonLocal4)
     with torch.no_grad():
-        for block in (nl, pdc):
-            assert float(block.conv_out.conv.weight.abs().sum()) == 0
+        for block in (nl, pdc):  # default: conv_out -> BN, whose γ is zero
+            assert block.conv_out.conv.bias is None
+            assert float(block.conv_out.norm.weight.abs().sum()) == 0
+            assert float(block.conv_out.conv.weight.abs().sum()) > 0
             for factor in block.input_factors():
                 assert 0.005 < float(factor.conv.weight.std()) < 0.015
                 assert float(factor.conv.bias.abs().sum()) == 0
         x = torch.randn(2, 128, 16, 16)
         torch.testing.assert_close(nl(x), x)
-        block = NonLocalBlock(16, norm_cfg='BN')
-        assert block.conv_out.conv.bias is None
-        assert float(block.conv_out.norm.weight.abs().sum()) == 0
+        block = NonLocalBlock(16, norm_cfg=None)  # mmcv's layout: a zero conv with a bias
+        assert not block.conv_out.with_norm
+        assert float(block.conv_out.conv.weight.abs().sum()) == 0
 
 
 @pytest.mark.parametrize('config', list(CIFAR_CONFIGS))
@@ -280,8 +299,8 @@ def test_cifar_forward_backward(config):
     loss.backward()
     plugins = [m for m in model.modules() if hasattr(m, 'conv_out')]
     assert len(plugins) == 4 and [p.in_channels for p in plugins] == [64, 128, 256, 512]
-    for plugin in plugins:
-        grad = plugin.conv_out.conv.weight.grad
+    for plugin in plugins:  # the zero BN γ gets the gradient first (the conv's is zero)
+        grad = plugin.conv_out.norm.weight.grad
         assert grad is not None and torch.isfinite(grad).all() and grad.abs().sum() > 0
 
 
@@ -302,7 +321,7 @@ def test_imagenet_backbone_forward_backward(config, stages):
     assert out.shape[2:] == (7, 7)
     out.square().mean().backward()
     last = getattr(backbone, backbone.res_layers[-1])[-1]
-    assert last.conv_out.conv.weight.grad.abs().sum() > 0
+    assert last.conv_out.norm.weight.grad.abs().sum() > 0
 
 
 def test_plugins_in_an_mmdet_backbone():

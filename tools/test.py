@@ -1,11 +1,18 @@
 """Test (and evaluate) a checkpoint with an mmpoly (mmpretrain / mmdet) config.
 
-Same flags as mmpretrain 1.2.0's ``tools/test.py``. Checkpoints load with torch's safe loading
-(see ``mmpoly.engine.checkpoint``); distributed runs also work without CUDA (gloo).
+Same flags as mmpretrain 1.2.0's ``tools/test.py``, plus ``--non-strict``. Checkpoints load with
+torch's safe loading (see ``mmpoly.engine.checkpoint``); distributed runs also work without CUDA
+(gloo).
+
+The checkpoint must fit the model as built here (the TTA model's inner model with ``--tta``):
+missing, unexpected or mis-shaped weights stop the test with exit status 1 and a list of them
+(:class:`mmpoly.engine.StrictCheckpointHook`), unless ``--non-strict`` is given, which only
+warns. A corrupt, unsafe or mismatched checkpoint is reported in one message, not a traceback.
 """
 import argparse
 import os
 import os.path as osp
+import sys
 from copy import deepcopy
 from typing import Optional, Sequence
 
@@ -14,6 +21,8 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 
 from mmpoly.engine import build_runner
+from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
+                                      StrictCheckpointHook, UnsafeCheckpointError)
 from mmpoly.utils import register_all_modules
 
 
@@ -48,6 +57,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         '--tta', action='store_true',
         help='test-time augmentation: the config\'s tta_pipeline and tta_model if it has '
         'them, otherwise horizontal-flip TTA averaging the class scores')
+    parser.add_argument(
+        '--non-strict', action='store_true',
+        help='test even if the checkpoint\'s weights do not fit the model (missing, unexpected '
+        'or mis-shaped keys): load the matching ones and warn; by default such a checkpoint '
+        'is refused')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'],
                         default='none', help='job launcher')
     # torch.distributed.launch passes --local-rank (torch >= 2.0) or --local_rank.
@@ -133,6 +147,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     register_all_modules(init_default_scope=True)
     cfg = merge_args(Config.fromfile(args.config), args)
     runner = build_runner(cfg)
+    runner.register_hook(StrictCheckpointHook(strict=not args.non_strict, path=args.checkpoint))
     if args.out and args.out_item in ('pred', None):
         runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))
     metrics = runner.test()
@@ -141,4 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except (CorruptCheckpointError, UnsafeCheckpointError, CheckpointMismatchError) as error:
+        sys.exit(f'tools/test.py: error: {error}')

@@ -2,15 +2,22 @@
 
 Same flags as mmpretrain 1.2.0's ``tools/train.py``. Distributed runs also work without CUDA
 (gloo), e.g. ``tools/dist_train.sh CONFIG 2`` on a CPU machine.
+
+Reliability (see :mod:`mmpoly.engine`): checkpoints and ``last_checkpoint`` are written
+atomically; ``--resume`` resumes from the newest checkpoint that loads and fits the model, or
+stops with the reasons; one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken
+by rank 0); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds
+(default 300 on the CPU).
 """
 import argparse
 import os
 import os.path as osp
+import sys
 from typing import Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from mmpoly.engine import build_runner
+from mmpoly.engine import ResumeError, RunLock, WorkDirLockedError, build_runner
 from mmpoly.utils import register_all_modules
 
 
@@ -21,8 +28,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument(
         '--resume', nargs='?', type=str, const='auto',
-        help='resume from this checkpoint; without a path, resume from the latest checkpoint '
-        'in the work directory')
+        help='resume from this checkpoint (it must hold meta, optimizer and a state_dict that '
+        'fits the model); without a path, resume from the newest checkpoint of the work '
+        'directory that loads (last_checkpoint, then epoch_*/iter_*.pth by time; broken ones '
+        'are skipped and logged; none loadable is an error; none at all trains from scratch). '
+        'Note: from a mid-epoch iter_*.pth of an epoch-based run, mmengine 0.10.7 reruns that '
+        'epoch from its first batch (the batches before the checkpoint are trained twice, the '
+        'iteration count ends above max_iters by as many batches and the computed ETA goes '
+        'negative, logged as 0:00:00 or -1 day, 23:59:..); epoch_*.pth resumes exactly')
     parser.add_argument('--amp', action='store_true',
                         help='enable automatic-mixed-precision training')
     parser.add_argument('--no-validate', action='store_true',
@@ -105,14 +118,29 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
+#: The environment variable holding the global rank under each launcher.
+RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
+
+
+def launcher_rank(launcher: str) -> int:
+    """This process's global rank under ``launcher`` (0 for ``none`` or an unset variable)."""
+    return int(os.environ.get(RANK_VARIABLES.get(launcher, ''), 0) or 0)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Build the Runner from the config and train."""
     args = parse_args(argv)
     register_all_modules(init_default_scope=True)
     cfg = merge_args(Config.fromfile(args.config), args)
-    runner = build_runner(cfg)
-    runner.train()
+    if launcher_rank(args.launcher) != 0:  # only rank 0 locks the work_dir
+        build_runner(cfg).train()
+        return
+    with RunLock(cfg.work_dir):
+        build_runner(cfg).train()
 
 
 if __name__ == '__main__':
-    main()
+    try:
+        main()
+    except (ResumeError, WorkDirLockedError) as error:  # a refusal, not a crash: no traceback
+        sys.exit(f'error: {error}')

@@ -21,3 +21,7 @@ log_level = 'INFO'
 load_from = None
 resume = False
 randomness = dict(seed=None, deterministic=False)
+# mmpoly's checks (mmpoly/engine/hooks.py): stop at the first non-finite gradient, naming the
+# iteration and the parameter, before the update and before any checkpoint of that state; and
+# compare head.in_channels with the backbone's output width before the run.
+custom_hooks = [dict(type='NonFiniteCheckHook'), dict(type='ModelCheckHook')]

@@ -10,8 +10,19 @@ mmengine 0.10.7 assumes GPUs when launched with ``--launcher pytorch|slurm|mpi``
 :func:`setup_cpu_distributed` sidesteps both before the Runner is built: it initialises the
 process group itself (``Runner.setup_env`` skips ``init_dist`` once ``torch.distributed`` is
 initialised) and sets a ``model_wrapper_cfg`` with ``device_ids=None``.
+
+Bounded hangs: ``env_cfg.dist_cfg.timeout`` (seconds) is the process-group timeout; a collective
+that waits longer for a peer (e.g. a stopped or deadlocked worker) raises, the worker exits and
+torchrun ends the job. It must be a positive finite number; on the gloo path it defaults to
+:data:`DEFAULT_GLOO_TIMEOUT_S` (300 s, printed) instead of torch's 30 minutes. A killed worker
+ends the job at once (its peers' sockets close).
+
+:func:`build_runner` also installs mmpoly's reliability guarantees: atomic checkpoint saving
+(:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`).
 """
 import datetime
+import math
+import numbers
 import os
 import subprocess
 from typing import Dict, NamedTuple, Optional
@@ -23,11 +34,14 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 __all__ = [
-    'DistEnv', 'resolve_dist_env', 'cpu_model_wrapper_cfg', 'setup_cpu_distributed', 'build_runner'
+    'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'resolve_dist_env', 'cpu_model_wrapper_cfg',
+    'dist_timeout', 'setup_cpu_distributed', 'build_runner'
 ]
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
 DEFAULT_MASTER_PORT = '29500'  # torch.distributed's default
+#: Process-group timeout (seconds) of the gloo path when ``env_cfg.dist_cfg.timeout`` is unset.
+DEFAULT_GLOO_TIMEOUT_S = 300
 
 
 class DistEnv(NamedTuple):
@@ -101,6 +115,22 @@ def cpu_model_wrapper_cfg(find_unused_parameters: bool = False) -> dict:
                 find_unused_parameters=find_unused_parameters)
 
 
+def dist_timeout(cfg: Config) -> Optional[float]:
+    """``cfg.env_cfg.dist_cfg.timeout`` in seconds, None if unset.
+
+    Raises:
+        ValueError: the value is not a positive finite number (bools are refused too).
+    """
+    timeout = ((cfg.get('env_cfg') or {}).get('dist_cfg') or {}).get('timeout')
+    if timeout is None:
+        return None
+    if (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+            or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f'env_cfg.dist_cfg.timeout must be a positive finite number of '
+                         f'seconds, got {timeout!r}')
+    return float(timeout)
+
+
 def setup_cpu_distributed(cfg: Config, launcher: str) -> bool:
     """Prepare ``cfg`` and the process group for a distributed run without CUDA.
 
@@ -108,8 +138,9 @@ def setup_cpu_distributed(cfg: Config, launcher: str) -> bool:
     mmengine's own ``init_dist`` works. Otherwise initialises ``torch.distributed`` with the gloo
     backend from the launcher's environment (exporting ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
     ``MASTER_ADDR`` and ``MASTER_PORT`` for code that reads them), honours
-    ``cfg.env_cfg.dist_cfg.timeout`` (seconds), records ``backend='gloo'`` in
-    ``cfg.env_cfg.dist_cfg``, and sets ``cfg.model_wrapper_cfg`` to
+    ``cfg.env_cfg.dist_cfg.timeout`` (seconds; validated by :func:`dist_timeout` for every
+    launcher but ``none``, and set to :data:`DEFAULT_GLOO_TIMEOUT_S` when unset), records
+    ``backend='gloo'`` in ``cfg.env_cfg.dist_cfg``, and sets ``cfg.model_wrapper_cfg`` to
     :func:`cpu_model_wrapper_cfg` unless the config has one (a DDP-type one without
     ``device_ids`` gets ``device_ids=None``). Call it before building the Runner.
 
@@ -118,7 +149,10 @@ def setup_cpu_distributed(cfg: Config, launcher: str) -> bool:
     """
     if launcher not in LAUNCHERS:
         raise ValueError(f'launcher must be one of {LAUNCHERS}, got {launcher!r}')
-    if launcher == 'none' or torch.cuda.is_available():
+    if launcher == 'none':
+        return False
+    timeout = dist_timeout(cfg)
+    if torch.cuda.is_available():
         return False
     if not torch_dist.is_available():
         raise RuntimeError('this torch build has no torch.distributed; use --launcher none')
@@ -133,16 +167,19 @@ def setup_cpu_distributed(cfg: Config, launcher: str) -> bool:
         print(f'[mmpoly] CUDA is not available: using the gloo backend instead of {backend!r}',
               flush=True)
     dist_cfg['backend'] = 'gloo'
+    if timeout is None:
+        timeout = DEFAULT_GLOO_TIMEOUT_S
+        print(f'[mmpoly] env_cfg.dist_cfg.timeout is not set: a collective waits at most '
+              f'{timeout} s for the other processes', flush=True)
+        dist_cfg['timeout'] = timeout
     if not torch_dist.is_initialized():
         dist_env = resolve_dist_env(launcher)
         os.environ.update(RANK=str(dist_env.rank), WORLD_SIZE=str(dist_env.world_size),
                           LOCAL_RANK=str(dist_env.local_rank), MASTER_ADDR=dist_env.master_addr,
                           MASTER_PORT=str(dist_env.master_port))
-        timeout = dist_cfg.get('timeout')
         torch_dist.init_process_group(
             backend='gloo', init_method='env://', rank=dist_env.rank,
-            world_size=dist_env.world_size,
-            timeout=None if timeout is None else datetime.timedelta(seconds=timeout))
+            world_size=dist_env.world_size, timeout=datetime.timedelta(seconds=timeout))
         print(f'[mmpoly] rank {dist_env.rank}/{dist_env.world_size} (local rank '
               f'{dist_env.local_rank}): gloo process group on the CPU via '
               f'{dist_env.master_addr}:{dist_env.master_port}', flush=True)
@@ -165,6 +202,20 @@ def _is_ddp_type(wrapper_type: object) -> bool:
 
 
 def build_runner(cfg: Config) -> Runner:
-    """Build the Runner of ``cfg`` (``runner_type`` honoured) after the CPU distributed set-up."""
+    """Build the Runner of ``cfg`` (``runner_type`` honoured) with mmpoly's guarantees.
+
+    In order: the CPU distributed set-up (:func:`setup_cpu_distributed`), atomic checkpoint
+    saving (:func:`~mmpoly.engine.saving.install_atomic_saving` and
+    :func:`~mmpoly.engine.saving.use_atomic_checkpoint_hook`, which edits ``cfg``), building the
+    Runner, and for ``resume=True`` choosing the checkpoint
+    (:func:`~mmpoly.engine.resume.prepare_resume`; raises
+    :class:`~mmpoly.engine.resume.ResumeError`).
+    """
+    from .resume import prepare_resume
+    from .saving import install_atomic_saving, use_atomic_checkpoint_hook
     setup_cpu_distributed(cfg, cfg.get('launcher', 'none'))
-    return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    install_atomic_saving()
+    use_atomic_checkpoint_hook(cfg)
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    prepare_resume(runner)
+    return runner

@@ -7,3 +7,4 @@ custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets'], allow_failed
 train_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 val_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 test_dataloader = val_dataloader
+custom_hooks = [dict(type='NonFiniteCheckHook')]  # mmpoly: stop at the first NaN/Inf gradient

@@ -184,6 +184,7 @@ class PolyResNetBase(BaseBackbone):
         check_choice('norm_eval', norm_eval, (True, False))
         check_choice('zero_init_residual', zero_init_residual, (True, False))
 
+        self.in_channels = in_channels
         self.stage_blocks = list(stage_blocks)
         self.stage_channels = stage_channels
         self.num_stages = num_stages
@@ -279,6 +280,13 @@ class PolyResNetBase(BaseBackbone):
                     constant_init(m.last_branch_norm, 0)
 
     def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
+        """(B, in_channels, H, W) -> one (B, stage_channels[i], H_i, W_i) map per out index."""
+        if x.dim() != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(
+                f'model.backbone.in_channels={self.in_channels} but the input batch has shape '
+                f'{tuple(x.shape)} ({x.shape[1] if x.dim() > 1 else "no"} channels): set '
+                'backbone.in_channels to the channels the data pipeline / data_preprocessor '
+                'delivers (3 for RGB, 1 for grey images and spectrograms)')
         x = self.stem(x)
         outs = []
         for i, name in enumerate(self.res_layers):

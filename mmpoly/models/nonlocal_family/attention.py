@@ -26,6 +26,8 @@ from ..polynomial.options import check_choice, check_positive_int, norm_cfg_opti
 
 #: Standard deviation of the normal initialisation of every input factor (mmcv's NonLocal2d).
 FACTOR_INIT_STD = 0.01
+#: The default norm after every non-local block's output conv (see NonLocalBase).
+OUTPUT_NORM = dict(type='BN')
 
 
 def to_positions(x: Tensor) -> Tensor:
@@ -97,9 +99,15 @@ class NonLocalBase(BaseModule):
             element-wise activation; the only non-polynomial operation is the softmax, which
             the paper calls "a softmax activation function", so False also turns the softmax
             off (the block is used with softmax iff ``use_softmax and use_activation``).
-        norm_cfg: norm after ``conv_out`` (e.g. ``dict(type='BN')``); None (default): conv_out
-            has a bias and no norm. As in mmcv, with a norm the conv has no bias and the norm
-            (not the conv) is zero-initialised.
+        norm_cfg: norm after ``conv_out``; default :data:`OUTPUT_NORM` (BN, as in the
+            original non-local networks, Wang et al. 2018, and mmseg's non-local heads). None:
+            conv_out has a bias and no norm (mmcv's NonLocal2d default). With a norm the conv
+            has no bias and the norm (not the conv) is zero-initialised. Without it, the
+            paper's CIFAR recipe (SGD 0.1, momentum 0.9, no warm-up) drives NL, PDC-NL[3] and
+            PDC-NL[4] to NaN within ~30 steps on Fashion-MNIST
+            (``tests/test_nonlocal_training.py``): the un-normalised residual
+            ``x + conv_out(y)`` grows with the product of the g and conv_out weights. The norm
+            adds c parameters per block (2c for BN, minus the c of the dropped conv bias).
         init_cfg: mmengine init config. None (default): every factor conv normal(0, 0.01) with
             zero bias and conv_out (or its norm) zero, so that the block starts as the
             identity. This runs in ``__init__`` and again in :meth:`init_weights` (after a
@@ -115,7 +123,7 @@ class NonLocalBase(BaseModule):
                  use_softmax: bool = True,
                  use_scale: bool = True,
                  use_activation: bool = True,
-                 norm_cfg: Union[None, str, dict] = None,
+                 norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         name = type(self).__name__

@@ -1,12 +1,12 @@
 """DNL: the disentangled non-local block, NL plus a second-degree unary term
 (paper eq. nosharing_dnl_block)."""
-from numbers import Real
 from typing import Optional, Union
 
 from torch import Tensor
 
 from mmpoly.registry import MODELS
-from .attention import mix_positions, pairwise_product, to_map, to_positions
+from ..polynomial.options import check_number
+from .attention import OUTPUT_NORM, mix_positions, pairwise_product, to_map, to_positions
 from .nl import NonLocalBlock
 
 
@@ -49,10 +49,9 @@ class DisentangledNonLocalBlock(NonLocalBlock):
                  use_scale: bool = True,
                  temperature: float = 0.05,
                  use_activation: bool = True,
-                 norm_cfg: Union[None, str, dict] = None,
+                 norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
-        if isinstance(temperature, bool) or not isinstance(temperature, Real) \
-                or not temperature > 0:
+        if check_number('temperature', temperature) <= 0:
             raise ValueError(f'temperature must be a positive number, got {temperature!r}')
         super().__init__(in_channels, reduction, use_softmax, use_scale, use_activation,
                          norm_cfg, init_cfg)

@@ -4,7 +4,7 @@ from typing import Optional, Union
 from torch import Tensor
 
 from mmpoly.registry import MODELS
-from .attention import NonLocalBase, pairwise_product, to_map, to_positions
+from .attention import OUTPUT_NORM, NonLocalBase, pairwise_product, to_map, to_positions
 
 
 @MODELS.register_module()
@@ -21,10 +21,11 @@ class NonLocalBlock(NonLocalBase):
         y   = A (Z C3)                                          (HW × c/r)
         out = x + conv_out(y)
 
-    C1, C2, C3 are 1×1 convs c -> c/r with bias; ``conv_out`` is a 1×1 conv c/r -> c with bias
-    (or without bias and followed by ``norm_cfg``), zero-initialised so the block starts as the
-    identity. With ``use_softmax=False`` A = (Z C1)(Z C2)ᵀ / HW and ``out`` is a polynomial of
-    degree exactly 3 in x. Parameters: 4c²/r + 3c/r + c (+ c with a BN on conv_out, - c bias).
+    C1, C2, C3 are 1×1 convs c -> c/r with bias; ``conv_out`` is a 1×1 conv c/r -> c followed
+    by ``norm_cfg`` (BN by default; with ``norm_cfg=None`` a bias instead), zero-initialised so
+    the block starts as the identity. With ``use_softmax=False`` A = (Z C1)(Z C2)ᵀ / HW and
+    ``out`` is a polynomial of degree exactly 3 in x (BN in eval mode is affine). Parameters:
+    4c²/r + 3c/r + 2c with the BN (4c²/r + 3c/r + c with a bias instead).
 
     Shapes: x (B, c, H, W) -> (B, c, H, W), any H, W.
 
@@ -39,7 +40,7 @@ class NonLocalBlock(NonLocalBase):
                  use_softmax: bool = True,
                  use_scale: bool = True,
                  use_activation: bool = True,
-                 norm_cfg: Union[None, str, dict] = None,
+                 norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         super().__init__(in_channels, reduction, use_softmax, use_scale, use_activation,
                          norm_cfg, init_cfg)

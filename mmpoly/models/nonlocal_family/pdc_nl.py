@@ -7,7 +7,8 @@ from torch import Tensor
 
 from mmpoly.registry import MODELS
 from ..polynomial.options import check_positive_int
-from .attention import NonLocalBase, mix_positions, pairwise_product, to_map, to_positions
+from .attention import (OUTPUT_NORM, NonLocalBase, mix_positions, pairwise_product, to_map,
+                        to_positions)
 
 
 def check_spatial_size(value) -> Tuple[int, int]:
@@ -62,7 +63,7 @@ class PDCNonLocal3(NonLocalBase):
                  use_softmax: bool = True,
                  use_scale: bool = True,
                  use_activation: bool = True,
-                 norm_cfg: Union[None, str, dict] = None,
+                 norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         spatial_size = check_spatial_size(spatial_size)
         super().__init__(in_channels, reduction, use_softmax, use_scale, use_activation,
@@ -118,8 +119,8 @@ class PDCNonLocal4(PDCNonLocal3):
     polynomial of degree exactly 4 in x.
 
     Gate layout: with the gate (c -> c/4 -> c) in each of the four CIFAR blocks the classifier
-    has 12,044,052 parameters (12.04M, the paper prints 12.00M). The other layouts SPEC §3 lists
-    (gate only in the stage-4 block: 12,000,484; gate on the c/4 inner map: 11,978,052) are not
+    has 12,045,012 parameters (12.05M, the paper prints 12.00M). The other layouts SPEC §3 lists
+    (gate only in the stage-4 block: 12,001,444; gate on the c/4 inner map: 11,979,012) are not
     more natural readings of the equation, so the equation is followed as written.
 
     Shapes: x (B, c, H, W) -> (B, c, H, W) with (H, W) = ``spatial_size``.
@@ -136,7 +137,7 @@ class PDCNonLocal4(PDCNonLocal3):
                  use_softmax: bool = True,
                  use_scale: bool = True,
                  use_activation: bool = True,
-                 norm_cfg: Union[None, str, dict] = None,
+                 norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         super().__init__(in_channels, spatial_size, reduction, use_softmax, use_scale,
                          use_activation, norm_cfg, init_cfg)

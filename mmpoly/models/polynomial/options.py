@@ -1,4 +1,5 @@
 """Validation of user options: every bad value raises a ValueError that names the option."""
+import math
 from typing import Any, Optional, Sequence, Tuple, Union
 
 NormOption = Union[None, str, dict]
@@ -26,9 +27,10 @@ def check_non_negative_int(name: str, value: Any) -> int:
 
 
 def check_number(name: str, value: Any) -> float:
-    """Return ``value`` as a float if it is a real number (not a bool), else a ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f'{name} must be a number, got {value!r}')
+    """Return ``value`` as a float if it is a finite real number (not a bool, nan or inf)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise ValueError(f'{name} must be a finite number, got {value!r}')
     return float(value)
 
 

@@ -6,7 +6,7 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from .factor import Factor, Projection, hadamard_product
-from .options import check_positive_int
+from .options import check_number, check_positive_int
 
 
 class PolynomialTerm(BaseModule):
@@ -50,6 +50,7 @@ class PolynomialTerm(BaseModule):
         if degree < 2:
             raise ValueError(f'degree of a PolynomialTerm must be >= 2 (degree 1 is the ResNet '
                              f'branch), got {degree}')
+        check_number('scale_init', scale_init)
         self.degree = degree
         self.factors = nn.ModuleList(
             Factor(in_channels, hidden_channels, factor_kernel_size, conv_cfg=conv_cfg,
