@@ -298,9 +298,17 @@ def _leaf_dataset(cfg: ConfigDict) -> ConfigDict:
     return cfg
 
 
+# Per-class subset wrappers need many images per class; tests/test_data_regimes.py builds them on
+# suitable CIFAR files. Here their wrapped dataset is checked.
+SUBSET_WRAPPERS = ('LongTailedDataset', 'LimitedDataset')
+
+
 def _dataset_cfg(loader_cfg: ConfigDict, data_root: Path) -> ConfigDict:
-    """The loader's dataset config with data_root pointed at ``data_root``."""
+    """The loader's dataset config with data_root pointed at ``data_root`` (a per-class subset
+    wrapper is left out)."""
     cfg = loader_cfg.dataset.copy()
+    while cfg.get('type') in SUBSET_WRAPPERS:
+        cfg = cfg.dataset.copy()
     leaf = _leaf_dataset(cfg)
     leaf.data_root = str(data_root)
     leaf.update(EXTRA_ARGS.get(leaf.type, {}))

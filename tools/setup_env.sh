@@ -33,6 +33,13 @@ if [ ! -f "$FMNIST/t10k-labels-idx1-ubyte.gz" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dataset-fashion-mnist >/dev/null
 fi
+# Speech synthesisers for the offline Speech Commands set (make_speech_commands.py).
+if ! command -v espeak-ng >/dev/null || ! command -v flite >/dev/null; then
+    log "installing Debian packages espeak-ng flite"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng flite >/dev/null
+fi
 
 # 2. The virtual environment.
 if [ -f "$VENV/.mmpoly-stamp" ] && [ "$(cat "$VENV/.mmpoly-stamp")" = "$STAMP_KEY" ] \

@@ -1,8 +1,15 @@
-"""Datasets that mmpoly registers: classification sets in mmpretrain's DATASETS registry, the
-COCO loader in mmdet's, and the offline COCO-format set writer."""
+"""Datasets that mmpoly registers: classification sets, the long-tailed / limited-data wrappers,
+Speech Commands with its audio transforms and class-balanced sampler (mmpretrain's registries),
+the COCO loader (mmdet's), and the offline COCO-format set writer."""
+from . import audio_transforms  # noqa: F401  (registers the audio transforms)
 from .coco import LocalCocoDataset
 from .fashion_coco import FASHION_MNIST_CLASSES, write_fashion_coco
 from .local import LocalCIFAR10, LocalCIFAR100, LocalFashionMNIST
+from .samplers import ClassBalancedSampler
+from .speech_commands import SPEECH_COMMANDS_WORDS, SpeechCommands
+from .subsets import LimitedDataset, LongTailedDataset, long_tailed_counts
 
 __all__ = ['LocalCIFAR10', 'LocalCIFAR100', 'LocalFashionMNIST', 'LocalCocoDataset',
-           'FASHION_MNIST_CLASSES', 'write_fashion_coco']
+           'FASHION_MNIST_CLASSES', 'write_fashion_coco', 'LongTailedDataset', 'LimitedDataset',
+           'long_tailed_counts', 'SpeechCommands', 'SPEECH_COMMANDS_WORDS',
+           'ClassBalancedSampler']
