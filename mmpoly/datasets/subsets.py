@@ -19,6 +19,7 @@ import copy
 import logging
 import math
 import numbers
+from abc import ABC, abstractmethod
 from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -59,7 +60,7 @@ def _check_int(value: object, name: str, owner: str, minimum: int) -> None:
         raise ValueError(f'{owner}: {name} must be an integer >= {minimum}, got {value!r}')
 
 
-class _PerClassSubset:
+class _PerClassSubset(ABC):
     """Base of the per-class subset wrappers.
 
     Args:
@@ -96,9 +97,9 @@ class _PerClassSubset:
 
     # ------------------------------------------------------------------ choosing
 
+    @abstractmethod
     def _target_counts(self, class_sizes: np.ndarray) -> np.ndarray:
         """Images to keep per class, shape (C,), from the class sizes, shape (C,)."""
-        raise NotImplementedError
 
     def _describe(self) -> str:
         """The wrapper's settings, for log lines and errors."""
