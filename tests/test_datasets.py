@@ -281,11 +281,39 @@ def cached_mim_metafiles(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 DataMaker = Callable[[Path], object]
+def make_speech_commands(root: Path, per_split: int = 1, seed: int = 5) -> None:
+    """Speech Commands v0.02's layout: ``<word>/<speaker>_nohash_<i>.wav`` (16 kHz mono int16,
+    1 s), ``validation_list.txt`` / ``testing_list.txt`` and ``_background_noise_/``."""
+    from scipy.io import wavfile
+
+    from mmpoly.datasets import SPEECH_COMMANDS_WORDS
+    rng = np.random.default_rng(seed)
+    rate, t = 16000, np.arange(16000) / 16000
+    lists: Dict[str, List[str]] = {'validation': [], 'testing': []}
+    for k, word in enumerate(SPEECH_COMMANDS_WORDS):
+        (root / word).mkdir(parents=True)
+        for split in ('train', 'validation', 'testing'):
+            for i in range(per_split):
+                rel = f'{word}/{split}{i:04x}_nohash_0.wav'
+                tone = np.sin(2 * np.pi * (200 + 40 * k) * t) * np.hanning(len(t))
+                wave = 0.3 * tone + 0.01 * rng.standard_normal(len(t))
+                wavfile.write(root / rel, rate, (wave * 32767).astype(np.int16))
+                if split != 'train':
+                    lists[split].append(rel)
+    for split, rels in lists.items():
+        (root / f'{split}_list.txt').write_text(''.join(f'{rel}\n' for rel in rels))
+    (root / '_background_noise_').mkdir()
+    noise = 0.1 * rng.standard_normal(3 * rate)
+    wavfile.write(root / '_background_noise_' / 'white_noise.wav', rate,
+                  (noise * 32767).astype(np.int16))
+
+
 DATA_MAKERS: Dict[str, DataMaker] = {  # dataset type -> writer of data under a data_root
     'LocalCIFAR10': make_cifar10,
     'LocalCIFAR100': make_cifar100,
     'LocalFashionMNIST': make_fashion_mnist,
     'ImageNet': make_imagenet,
+    'SpeechCommands': make_speech_commands,
 }
 EXTRA_ARGS = {'LocalCIFAR10': dict(verify_checksums=False),
               'LocalCIFAR100': dict(verify_checksums=False)}
