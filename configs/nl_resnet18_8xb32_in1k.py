@@ -1,4 +1,4 @@
-# NL (T-NLI, 12.02M; SPEC §2.5 FIT): ImageNet ResNet18 + a non-local block (reduction 4) after
+# NL (T-NLI, 12.02M; fitted): ImageNet ResNet18 + a non-local block (reduction 4) after
 # c4 and c5 (stages 3 and 4: 14² and 7² feature maps).
 _base_ = ['./resnet18_8xb32_in1k.py']
 model = dict(

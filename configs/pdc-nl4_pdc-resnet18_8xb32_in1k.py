@@ -1,4 +1,4 @@
-# PDC-NL[4] (T-NLI, 11.51M; SPEC §2.4 GUESS): ImageNet PDC-ResNet18 + a PDC-NL[4] block
+# PDC-NL[4] (T-NLI, 11.51M; guessed layout): ImageNet PDC-ResNet18 + a PDC-NL[4] block
 # (PDC-NL[3] times a linear channel gate c -> c/4 -> c; reduction 4) after c3, c4 and c5
 # (stages 2-4: 28², 14², 7² feature maps; 224×224 inputs only).
 _base_ = ['./pdc_resnet18_8xb32_in1k.py']

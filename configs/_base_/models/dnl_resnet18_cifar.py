@@ -1,4 +1,4 @@
-# DNL (T-NLC, 11.57M; SPEC §2.5 FIT): CIFAR ResNet18 + one disentangled non-local block
+# DNL (T-NLC, 11.57M; fitted): CIFAR ResNet18 + one disentangled non-local block
 # (whitened pairwise term with temperature 0.05, unary term; reduction 4) after each stage.
 _base_ = ['./resnet18_cifar.py']
 model = dict(

@@ -1,4 +1,4 @@
-# NL (T-NLC, 11.57M; SPEC §2.5 FIT): CIFAR ResNet18 + one non-local block (embedded Gaussian,
+# NL (T-NLC, 11.57M; fitted): CIFAR ResNet18 + one non-local block (embedded Gaussian,
 # reduction 4) after each of the 4 stages (32², 16², 8², 4² feature maps).
 _base_ = ['./resnet18_cifar.py']
 model = dict(

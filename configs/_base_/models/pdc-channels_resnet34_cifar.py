@@ -1,4 +1,4 @@
-# PDC-channels, ResNet34 row (T-C100-34 36.3M; SPEC §3 GUESS): ResNet34's blocks and channels,
+# PDC-channels, ResNet34 row (T-C100-34 36.3M; guessed layout): ResNet34's blocks and channels,
 # one conv in the first-degree branch, factor widths 128-128-192-384.
 _base_ = ['./pdc-comp_resnet18_cifar.py']
 model = dict(

@@ -1,4 +1,4 @@
-# PDC-NL[3] (T-NLC, 11.87M; SPEC §2.3, §2.5 FIT): CIFAR ResNet18 + one PDC-NL[3] block
+# PDC-NL[3] (T-NLC, 11.87M; fitted): CIFAR ResNet18 + one PDC-NL[3] block
 # (reduction 4) after each stage. C4 is a full c -> HW factor, so each block is built for its
 # stage's feature-map size (32×32 inputs only).
 _base_ = ['./resnet18_cifar.py']

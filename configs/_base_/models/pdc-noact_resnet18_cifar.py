@@ -1,4 +1,4 @@
-# PDC without activations (T-NA100 5.46M, T-NA10 5.4M; SPEC §3 FIT): the official compressed
+# PDC without activations (T-NA100 5.46M, T-NA10 5.4M; fitted): the official compressed
 # configuration with factor widths 128-128-256-256, a 1×1 projection, and no activations.
 _base_ = ['./pdc-comp_resnet18_cifar.py']
 model = dict(

@@ -1,4 +1,4 @@
-# PDC-param (T-C100 11.4M; SPEC §3 GUESS): blocks [2, 2, 2, 1] of 64-128-256-512, both convs in
+# PDC-param (T-C100 11.4M; guessed layout): blocks [2, 2, 2, 1] of 64-128-256-512, both convs in
 # the first-degree branch, factor width 128 in every stage.
 _base_ = ['./pdc-comp_resnet18_cifar.py']
 model = dict(

@@ -1,3 +1,3 @@
-# PDC (T-C10, T-C100, 8.0M; SPEC §3 GUESS): PDC-comp with hidden widths 128-128-256-384.
+# PDC (T-C10, T-C100, 8.0M; guessed layout): PDC-comp with hidden widths 128-128-256-384.
 _base_ = ['./pdc-comp_resnet18_cifar.py']
 model = dict(backbone=dict(hidden_channels=[128, 128, 256, 384]))

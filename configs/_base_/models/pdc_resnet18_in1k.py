@@ -1,4 +1,4 @@
-# PDC-ResNet18 (T-IN 10.69M / 1.67G; SPEC §3 GUESS, §6.2): base width 60 (stages 60-120-240-480),
+# PDC-ResNet18 (T-IN 10.69M / 1.67G; guessed layout): base width 60 (stages 60-120-240-480),
 # ResNet18 blocks, degree-2 PDC terms with 1×1 factors C -> C/4 (BN, LeakyReLU) and a 1×1
 # projection C/4 -> C (BN, LeakyReLU), α initialised to 0. Nearest fit: 10.77M (+0.08M).
 _base_ = ['./resnet18_in1k.py']

@@ -1,4 +1,4 @@
-# PDC, ResNet34 row (T-C10, T-C100-34, 10.5M; SPEC §3 GUESS): blocks [2, 3, 4, 1] of
+# PDC, ResNet34 row (T-C10, T-C100-34, 10.5M; guessed layout): blocks [2, 3, 4, 1] of
 # 64-128-192-384, both convs, factor widths of the official config (64-64-128-128).
 _base_ = ['./pdc-comp_resnet18_cifar.py']
 model = dict(

@@ -1,4 +1,4 @@
-# Π-net without activations (T-NA*, 11.9M; SPEC §3 FIT): ResNet18 with degree-2 Π-net blocks,
+# Π-net without activations (T-NA*, 11.9M; fitted): ResNet18 with degree-2 Π-net blocks,
 # BN on the shared factor and one 1×1 conv + BN on the product.
 _base_ = ['./noact_resnet18_cifar.py']
 model = dict(

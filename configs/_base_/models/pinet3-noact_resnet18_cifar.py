@@ -1,4 +1,4 @@
-# Π-net^[3] without activations (T-NA*, 11.2M; SPEC §1.3 GUESS): degree-3 Π-net blocks whose
+# Π-net^[3] without activations (T-NA*, 11.2M; guessed layout): degree-3 Π-net blocks whose
 # higher degrees reuse the shared factors, adding no conv (BN on the shared factor only).
 _base_ = ['./pinet-noact_resnet18_cifar.py']
 model = dict(

@@ -1,4 +1,4 @@
-# Π-net-ResNet (T-C10 6.0M, T-C100 6.1M; SPEC §3 GUESS): blocks [2, 2, 1, 1] of 64-512,
+# Π-net-ResNet (T-C10 6.0M, T-C100 6.1M; guessed layout): blocks [2, 2, 1, 1] of 64-512,
 # degree-2 Π-net blocks (branch ∘ BN(shortcut)) with two 1×1 convs + BN on the product, α = 0.
 _base_ = ['./resnet18_cifar.py']
 model = dict(
