@@ -1,1 +1,15 @@
-__version__ = '0.1.0'
+"""mmpoly: the polynomial networks of arXiv:2104.07916 for mmpretrain and mmdet.
+
+Importing mmpoly checks the installed OpenMMLab stack against the supported ranges
+(:mod:`mmpoly.version`) and registers mmpoly's classifiers with mmpretrain's model hub
+(:mod:`mmpoly.utils.model_hub`).
+"""
+from .version import __version__, check_requirements
+
+check_requirements()
+
+from .utils.model_hub import register_model_hub  # noqa: E402  (after the version check)
+
+register_model_hub()
+
+__all__ = ['__version__']

@@ -1,37 +1,15 @@
-"""Backbones and whole classifiers: parameter counts, ResNet equivalence, mmpretrain semantics."""
-from pathlib import Path
-
+"""Backbones and whole classifiers: ResNet equivalence, mmpretrain semantics (the configs'
+parameter counts are pinned in test_model_zoo.py)."""
 import pytest
 import torch
-from mmengine.config import Config
+from helpers import build_from_config
 from mmpretrain.registry import MODELS
 
 from mmpoly.models import PDCResNet, PDCResNetCIFAR, PolyResNetCIFAR
 from mmpoly.utils import register_all_modules
+from mmpoly.utils.complexity import count_params
 
-CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
 register_all_modules()
-
-
-def n_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-def build_from_config(name: str) -> torch.nn.Module:
-    cfg = Config.fromfile(str(CONFIGS / name))
-    return MODELS.build(cfg.model)
-
-
-@pytest.mark.parametrize('config,expected', [
-    ('pdc-comp_resnet18_1xb128_cifar10.py', 4_259_793),  # official config, exact (SPEC §1.4)
-    ('pdc-comp_resnet18_1xb128_cifar100.py', 4_282_923),
-    ('resnet18_1xb128_cifar10.py', 11_173_962),
-    ('resnet18_1xb128_cifar100.py', 11_220_132),
-    ('pdc_resnet18_1xb128_cifar10.py', 8_022_993),  # SPEC §3 configuration
-    ('pdc_resnet18_1xb128_cifar100.py', 8_046_123),
-])
-def test_config_parameter_counts(config, expected):
-    assert n_params(build_from_config(config)) == expected
 
 
 def _mmpretrain_resnet18_cifar(num_classes: int = 10) -> torch.nn.Module:
@@ -46,7 +24,7 @@ def _mmpretrain_resnet18_cifar(num_classes: int = 10) -> torch.nn.Module:
 def test_resnet18_matches_mmpretrain_resnet_cifar():
     ours = build_from_config('resnet18_1xb128_cifar10.py')
     theirs = _mmpretrain_resnet18_cifar()
-    assert n_params(ours) == n_params(theirs) == 11_173_962
+    assert count_params(ours) == count_params(theirs) == 11_173_962
     assert list(ours.state_dict()) == list(theirs.state_dict())
 
 

@@ -18,14 +18,14 @@ from typing import Dict, List
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, TOOLS
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModel
 from mmengine.registry import init_default_scope
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 from test_engine import Arbitrary, ToyDataset, ToyMetric, rewrite_pickle, toy_runner
-from test_tools import (TIMEOUT_S, TOOLS, run_tool,  # noqa: F401 (tiny_setup: a fixture)
-                        tiny_setup)
+from test_tools import TIMEOUT_S, run_tool, tiny_setup  # noqa: F401 (tiny_setup: a fixture)
 from torch import nn
 
 import mmpoly.engine  # noqa: F401  (installs the safe loader)
@@ -34,7 +34,6 @@ from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpoint
                                       StrictCheckpointHook, UnsafeCheckpointError,
                                       compare_state_dict)
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope='module')

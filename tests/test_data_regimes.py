@@ -6,11 +6,9 @@ dataset of 5,000 images per class, seeding and nesting, the errors, every shippe
 small CIFAR files in the real format, and the plot tool on work_dirs written in mmengine's
 format. Slow tests: both wrappers on the real Fashion-MNIST through ``tools/train.py``.
 """
-import importlib.util
 import json
 import logging
 import os
-import pickle
 import re
 import subprocess
 import sys
@@ -20,17 +18,15 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
+from helpers import (CONFIGS, FASHION_MNIST, REPO, load_tool, runtime_tail,
+                     write_pickle)
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
 from mmengine.logging import MMLogger
 from mmpretrain.registry import DATASETS
-from tiny_runtime import RUNTIME_TAIL
 
 from mmpoly.datasets import LimitedDataset, LongTailedDataset, long_tailed_counts
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / 'configs'
-FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
 CIFAR10_CLASSES = ('airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
                    'ship', 'truck')
 
@@ -205,10 +201,6 @@ def test_limited_above_the_smallest_class_names_it() -> None:
 # --------------------------------------------------------------------------- configs
 
 
-def _write_pickle(path: Path, obj: dict) -> None:
-    path.write_bytes(pickle.dumps(obj, protocol=2))
-
-
 def make_balanced_cifar10(root: Path, train_per_class: int = 60,
                           test_per_class: int = 4) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
     """``root/cifar-10-batches-py`` in the real format (5 train batches, the test batch,
@@ -226,11 +218,11 @@ def make_balanced_cifar10(root: Path, train_per_class: int = 60,
         rng.shuffle(labels)
         data = rng.integers(0, 256, size=(len(labels), 3072), dtype=np.uint8)
         for name, part in zip(names, np.array_split(np.arange(len(labels)), len(names))):
-            _write_pickle(folder / name, {
+            write_pickle(folder / name, {
                 'batch_label': name, 'labels': labels[part].tolist(), 'data': data[part],
                 'filenames': [f'{name}_{i}.png' for i in range(len(part))]})
         out[split] = (data, labels)
-    _write_pickle(folder / 'batches.meta', {'label_names': list(CIFAR10_CLASSES),
+    write_pickle(folder / 'batches.meta', {'label_names': list(CIFAR10_CLASSES),
                                             'num_cases_per_batch': 1, 'num_vis': 3072})
     return out
 
@@ -316,12 +308,7 @@ def test_config_builds_on_cifar10_files(config: str, balanced_cifar10: Path,
 
 
 def load_plot_tool() -> ModuleType:
-    path = REPO / 'tools' / 'analysis_tools' / 'plot_data_regimes.py'
-    spec = importlib.util.spec_from_file_location('mmpoly_tools_plot_data_regimes', path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool('analysis_tools/plot_data_regimes')
 
 
 def write_work_dir(root: Path, config: str, accuracies: List[float],
@@ -435,7 +422,7 @@ train_cfg = dict(by_epoch=True, max_epochs={epochs}, val_interval={epochs})
 val_cfg = dict()
 test_cfg = dict()
 
-''' + RUNTIME_TAIL
+''' + runtime_tail('{epochs}')
 
 REAL_RUNS = {  # config name -> (wrapper, epochs, expected per-class counts)
     'tiny-pdc_resnet_1xb32_fashion-mnist-lt-if10': (

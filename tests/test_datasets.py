@@ -6,7 +6,6 @@ format the loaders read (CIFAR "python version" pickles, idx-ubyte files, an Ima
 ``dataset-fashion-mnist`` package (installed by tools/setup_env.sh) are read where present.
 """
 import gzip
-import pickle
 import struct
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -15,13 +14,13 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from helpers import REPO, write_pickle
 from mmengine.config import Config, ConfigDict
 from mmengine.dataset import pseudo_collate
 from mmpretrain.registry import DATASETS, MODELS
 
 from mmpoly.datasets import LocalCIFAR10, LocalCIFAR100, LocalFashionMNIST
 
-REPO = Path(__file__).resolve().parents[1]
 DATASET_CONFIGS = sorted((REPO / 'configs' / '_base_' / 'datasets').glob('*.py'))
 IMAGENET_BASE = 'mmpretrain::_base_/datasets/imagenet_bs32.py'
 DEBIAN_FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
@@ -30,12 +29,6 @@ DEBIAN_FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
 
 CIFAR10_FILES = {'train': [f'data_batch_{i}' for i in range(1, 6)], 'test': ['test_batch']}
 CIFAR100_FILES = {'train': ['train'], 'test': ['test']}
-
-
-def _write_pickle(path: Path, obj: dict) -> None:
-    # str keys: the official files are Python 2 pickles, which mmpretrain reads with
-    # pickle.loads(..., encoding='latin1') and so gets str keys 'data', 'labels', ...
-    path.write_bytes(pickle.dumps(obj, protocol=2))
 
 
 def make_cifar10(root: Path, per_file: int = 3, seed: int = 0) -> Dict[str, Tuple[np.ndarray,
@@ -53,13 +46,13 @@ def make_cifar10(root: Path, per_file: int = 3, seed: int = 0) -> Dict[str, Tupl
         for name in names:
             data = rng.integers(0, 256, size=(per_file, 3072), dtype=np.uint8)
             label = rng.integers(0, 10, size=per_file).tolist()
-            _write_pickle(folder / name, {'batch_label': f'{name} of 5', 'labels': label,
+            write_pickle(folder / name, {'batch_label': f'{name} of 5', 'labels': label,
                                           'data': data, 'filenames': [f'{name}_{i}.png'
                                                                       for i in range(per_file)]})
             datas.append(data)
             labels += label
         out[split] = (np.concatenate(datas), np.array(labels))
-    _write_pickle(folder / 'batches.meta', {
+    write_pickle(folder / 'batches.meta', {
         'label_names': ['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
                         'ship', 'truck'],
         'num_cases_per_batch': per_file, 'num_vis': 3072})
@@ -76,11 +69,11 @@ def make_cifar100(root: Path, count: int = 6, seed: int = 1) -> Dict[str, Tuple[
     for split, (name, ) in CIFAR100_FILES.items():
         data = rng.integers(0, 256, size=(count, 3072), dtype=np.uint8)
         fine = rng.integers(0, 100, size=count).tolist()
-        _write_pickle(folder / name, {'filenames': [f'{i}.png' for i in range(count)],
+        write_pickle(folder / name, {'filenames': [f'{i}.png' for i in range(count)],
                                       'batch_label': f'{split} batch', 'fine_labels': fine,
                                       'coarse_labels': [f // 5 for f in fine], 'data': data})
         out[split] = (data, np.array(fine))
-    _write_pickle(folder / 'meta', {'fine_label_names': [f'class{i}' for i in range(100)],
+    write_pickle(folder / 'meta', {'fine_label_names': [f'class{i}' for i in range(100)],
                                     'coarse_label_names': [f'super{i}' for i in range(20)]})
     return out
 

@@ -19,20 +19,18 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from helpers import CONFIGS, FASHION_MNIST, TOOLS, load_tool
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 from pycocotools import mask as mask_utils
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 from test_datasets import make_imagenet
-from test_tools import TOOLS, free_port, load_tool, run_tool, train
+from test_tools import free_port, run_tool, train
 
 from mmpoly.datasets import FASHION_MNIST_CLASSES, LocalCocoDataset, write_fashion_coco
 from mmpoly.models.backbones.pretrained import PretrainedMismatchError
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / 'configs'
-FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
 needs_fashion_mnist = pytest.mark.skipif(
     not (FASHION_MNIST / 'train-images-idx3-ubyte.gz').is_file(),
     reason='tools/setup_env.sh installs Fashion-MNIST (Debian dataset-fashion-mnist)')

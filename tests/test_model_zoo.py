@@ -1,19 +1,18 @@
 """Every residual-family config of the paper's tables builds with a pinned parameter count, and
 the rows claimed to reproduce the paper round to the paper's figure."""
-from pathlib import Path
-
 import pytest
+from helpers import CONFIGS, build_from_config, load_tool
 from mmengine.config import Config
 
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.complexity import build_model, count_params
+from mmpoly.utils.complexity import count_params
 from mmpoly.zoo import paper_rows
 from mmpoly.zoo.resnet_family import RESNET_ROWS
 
-CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
 register_all_modules()
 
-# measured with tools/analysis_tools/get_flops.py --no-flops (equal to SPEC §3 where given)
+# measured with tools/analysis_tools/get_flops.py --no-flops (equal to the paper's counts where
+# the row's note says EXACT or FIT)
 PINNED = {
     'resnet18_1xb128_cifar10.py': 11_173_962,
     'resnet18_1xb128_cifar100.py': 11_220_132,
@@ -60,7 +59,7 @@ PINNED = {
 
 @pytest.mark.parametrize('config', sorted(PINNED))
 def test_pinned_parameter_count(config):
-    assert count_params(build_model(Config.fromfile(str(CONFIGS / config)))) == PINNED[config]
+    assert count_params(build_from_config(config)) == PINNED[config]
 
 
 def test_every_row_is_pinned_and_every_pinned_config_is_a_row():
@@ -99,15 +98,11 @@ def test_metafile_is_up_to_date():
 
 
 def test_get_flops_tool_prints_params_and_flops(capsys):
-    import importlib.util
-    path = CONFIGS.parent / 'tools' / 'analysis_tools' / 'get_flops.py'
-    spec = importlib.util.spec_from_file_location('mmpoly_get_flops', path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool('analysis_tools/get_flops')
     tool.main([str(CONFIGS / 'resnet18_1xb128_cifar10.py')])
     out = capsys.readouterr().out
     assert 'input shape: (3, 32, 32)' in out and 'params: 11,173,962 (11.17M)' in out
-    # CIFAR ResNet18: 0.557 GMACs (SPEC / mmengine reference)
+    # CIFAR ResNet18: 0.557 GMACs (mmengine's multiply-accumulate count)
     assert 'flops: 556,659,712 (0.5567G)' in out
     tool.main([str(CONFIGS / 'pdc-comp_resnet18_1xb128_cifar10.py'), '--part', 'backbone',
                '--no-flops'])

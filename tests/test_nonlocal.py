@@ -1,46 +1,40 @@
 """The non-local family (NL, DNL, PDC-NL[3], PDC-NL[4]): equations, counts, degree, plugins."""
 import functools
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from mmengine.config import Config
+from helpers import CONFIGS, build_from_config
 from mmpretrain.registry import MODELS
 from mmpretrain.structures import DataSample
-from polynomial_degree import numerical_degree
 
+from mmpoly.analysis import numerical_degree
 from mmpoly.models import (DisentangledNonLocalBlock, NonLocalBlock, PDCNonLocal3, PDCNonLocal4,
                            PolyResNetCIFAR)
 from mmpoly.utils import register_all_modules
+from mmpoly.utils.complexity import count_params
 from mmpoly.zoo.nonlocal_family import NONLOCAL_ROWS
 
-CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
 register_all_modules()
 
-CIFAR_CONFIGS = {  # whole CIFAR-100 classifier, trainable parameters (SPEC §3)
+CIFAR_CONFIGS = {  # whole CIFAR-100 classifier, trainable parameters
     'nl_resnet18_1xb128_cifar100.py': 11_570_932,
     'dnl_resnet18_1xb128_cifar100.py': 11_571_896,
     'pdc-nl3_resnet18_1xb128_cifar100.py': 11_869_732,
     'pdc-nl4_resnet18_1xb128_cifar100.py': 12_045_012,
 }
-IMAGENET_CONFIGS = {  # whole ImageNet classifier (measured; SPEC §3 gives the same figures)
+IMAGENET_CONFIGS = {  # whole ImageNet classifier (measured)
     'nl_resnet18_8xb32_in1k.py': 12_019_304,
     'pdc-nl3_pdc-resnet18_8xb32_in1k.py': 11_395_227,
     'pdc-nl4_pdc-resnet18_8xb32_in1k.py': 11_547_477,
 }
 
 
-def n_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+#: Each config's model is built once per session (the ImageNet ones take seconds).
+build_cached = functools.lru_cache(maxsize=None)(build_from_config)
 
 
-@functools.lru_cache(maxsize=None)
-def build_from_config(name: str) -> torch.nn.Module:
-    return MODELS.build(Config.fromfile(str(CONFIGS / name)).model)
-
-
-def randomise(module: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
+def random_double(module: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
     """float64 copy with every parameter random and non-zero (conv_out included)."""
     gen = torch.Generator().manual_seed(seed)
     module = module.double()
@@ -125,7 +119,7 @@ def reference_pdc_nl4(block, x, softmax):
 # ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize('softmax', [True, False])
 def test_nl_matches_equation(softmax):
-    block = randomise(NonLocalBlock(12, reduction=3, use_softmax=softmax, norm_cfg=None))
+    block = random_double(NonLocalBlock(12, reduction=3, use_softmax=softmax, norm_cfg=None))
     x = torch.randn(2, 12, 5, 6, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_nl(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -133,8 +127,8 @@ def test_nl_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_dnl_matches_equation(softmax):
-    block = randomise(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax, norm_cfg=None,
-                                                temperature=0.5))
+    block = random_double(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax,
+                                                    norm_cfg=None, temperature=0.5))
     x = torch.randn(2, 12, 4, 5, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_dnl(block, x, softmax, 0.5), rtol=1e-10,
                                atol=1e-10)
@@ -142,8 +136,8 @@ def test_dnl_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_pdc_nl3_matches_equation(softmax):
-    block = randomise(PDCNonLocal3(8, spatial_size=(3, 5), reduction=2, use_softmax=softmax,
-                                   norm_cfg=None))
+    block = random_double(PDCNonLocal3(8, spatial_size=(3, 5), reduction=2, use_softmax=softmax,
+                                       norm_cfg=None))
     x = torch.randn(2, 8, 3, 5, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_pdc_nl3(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -151,8 +145,8 @@ def test_pdc_nl3_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_pdc_nl4_matches_equation(softmax):
-    block = randomise(PDCNonLocal4(8, spatial_size=(4, 4), reduction=4, use_softmax=softmax,
-                                   norm_cfg=None))
+    block = random_double(PDCNonLocal4(8, spatial_size=(4, 4), reduction=4, use_softmax=softmax,
+                                       norm_cfg=None))
     x = torch.randn(2, 8, 4, 4, dtype=torch.float64)
     torch.testing.assert_close(block(x), reference_pdc_nl4(block, x, softmax), rtol=1e-10,
                                atol=1e-10)
@@ -161,7 +155,7 @@ def test_pdc_nl4_matches_equation(softmax):
 def test_nl_equals_mmcv_nonlocal2d():
     from mmcv.cnn import NonLocal2d
     for softmax, mode in [(True, 'embedded_gaussian'), (False, 'dot_product')]:
-        ours = randomise(NonLocalBlock(16, reduction=4, use_softmax=softmax, norm_cfg=None))
+        ours = random_double(NonLocalBlock(16, reduction=4, use_softmax=softmax, norm_cfg=None))
         theirs = NonLocal2d(16, reduction=4, mode=mode).double().eval()
         theirs.load_state_dict(ours.state_dict(), strict=True)
         x = torch.randn(2, 16, 6, 6, dtype=torch.float64)
@@ -181,19 +175,19 @@ def pdc_nl3_params(c, r, hw):
 def test_parameter_formulas(c, r, hw):
     side = int(math.isqrt(hw))
     # formulas with a biased conv_out (norm_cfg=None)
-    assert n_params(NonLocalBlock(c, reduction=r, norm_cfg=None)) == nl_params(c, r)
-    assert n_params(DisentangledNonLocalBlock(c, reduction=r, norm_cfg=None)) == \
+    assert count_params(NonLocalBlock(c, reduction=r, norm_cfg=None)) == nl_params(c, r)
+    assert count_params(DisentangledNonLocalBlock(c, reduction=r, norm_cfg=None)) == \
         nl_params(c, r) + c + 1
-    assert n_params(PDCNonLocal3(c, (side, side), reduction=r, norm_cfg=None)) == \
+    assert count_params(PDCNonLocal3(c, (side, side), reduction=r, norm_cfg=None)) == \
         pdc_nl3_params(c, r, hw)
-    assert n_params(PDCNonLocal4(c, (side, side), reduction=r, norm_cfg=None)) == \
+    assert count_params(PDCNonLocal4(c, (side, side), reduction=r, norm_cfg=None)) == \
         pdc_nl3_params(c, r, hw) + 2 * c * c // r + c // r + c
     # the default BN on conv_out: no conv bias (-c), BN weight and bias (+2c)
     for block in (NonLocalBlock(c, reduction=r), DisentangledNonLocalBlock(c, reduction=r),
                   PDCNonLocal3(c, (side, side), reduction=r),
                   PDCNonLocal4(c, (side, side), reduction=r)):
         unnormed = type(block)(**{**_args(block), 'norm_cfg': None})
-        assert n_params(block) == n_params(unnormed) + c, type(block).__name__
+        assert count_params(block) == count_params(unnormed) + c, type(block).__name__
         assert block.conv_out.with_norm and block.conv_out.conv.bias is None
 
 
@@ -204,14 +198,14 @@ def _args(block) -> dict:
     return args
 
 
-def test_pdc_nl3_per_block_example_from_spec():
-    assert n_params(PDCNonLocal3(64, (32, 32), reduction=4, norm_cfg=None)) == 72_848
+def test_pdc_nl3_per_block_count():
+    assert count_params(PDCNonLocal3(64, (32, 32), reduction=4, norm_cfg=None)) == 72_848
 
 
 @pytest.mark.parametrize('config,expected', list(CIFAR_CONFIGS.items()) +
                          list(IMAGENET_CONFIGS.items()))
-def test_config_parameter_counts(config, expected):
-    assert n_params(build_from_config(config)) == expected
+def test_nonlocal_config_parameter_counts(config, expected):
+    assert count_params(build_cached(config)) == expected
 
 
 def test_paper_rows():
@@ -229,7 +223,7 @@ def test_paper_rows():
 
 # ------------------------------------------------------------------------------------------
 def _degree(block, shape, max_degree=5, seed=1):
-    block = randomise(block, std=0.5, seed=seed)
+    block = random_double(block, std=0.5, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     x0 = torch.randn(shape, generator=gen, dtype=torch.float64)
     d = torch.randn(shape, generator=gen, dtype=torch.float64)
@@ -289,7 +283,7 @@ def test_default_init_is_identity_and_survives_the_backbone_init():
 
 @pytest.mark.parametrize('config', list(CIFAR_CONFIGS))
 def test_cifar_forward_backward(config):
-    model = build_from_config(config)
+    model = build_cached(config)
     model.train()
     x = torch.randn(2, 3, 32, 32)
     samples = [DataSample().set_gt_label(i) for i in (3, 7)]
@@ -310,7 +304,7 @@ def test_cifar_forward_backward(config):
     ('pdc-nl4_pdc-resnet18_8xb32_in1k.py', (1, 2, 3)),
 ])
 def test_imagenet_backbone_forward_backward(config, stages):
-    backbone = build_from_config(config).backbone
+    backbone = build_cached(config).backbone
     backbone.train()
     for module in (backbone.conv1, backbone.norm1, backbone.layer1):  # no plugin: keep it fast
         module.requires_grad_(False)
@@ -355,7 +349,7 @@ def test_wrong_feature_map_size_names_expected_and_actual():
 
 
 def test_imagenet_pdc_nl_rejects_another_resolution():
-    backbone = build_from_config('pdc-nl3_pdc-resnet18_8xb32_in1k.py').backbone
+    backbone = build_cached('pdc-nl3_pdc-resnet18_8xb32_in1k.py').backbone
     with pytest.raises(ValueError, match=r'spatial_size \(28, 28\).*32x32 feature map'):
         backbone(torch.randn(1, 3, 256, 256))
 
@@ -375,7 +369,7 @@ def test_reduction_must_divide_the_channels():
     (NonLocalBlock, dict(use_softmax='yes'), 'use_softmax'),
     (NonLocalBlock, dict(use_scale=1), 'use_scale'),
     (NonLocalBlock, dict(use_activation=None), 'use_activation'),
-    (NonLocalBlock, dict(norm_cfg='LN2d'), 'norm_cfg'),
+    (NonLocalBlock, dict(norm_cfg='NoSuchNorm'), 'norm_cfg'),
     (DisentangledNonLocalBlock, dict(temperature=0), 'temperature'),
     (PDCNonLocal3, dict(spatial_size=(8, )), 'spatial_size'),
     (PDCNonLocal4, dict(spatial_size=(8, 0)), r'spatial_size\[1\]'),

@@ -9,21 +9,19 @@ every step stays finite and the loss falls.
 Denormal floats are flushed to zero during these runs: the tiny products of the 0.01-initialised
 factors make float32 CPU kernels 15-20× slower otherwise; it changes no value above 1e-38.
 """
-from pathlib import Path
 from typing import Iterator, List, Optional
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import CONFIGS, FASHION_MNIST
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmpretrain.registry import MODELS
 
 from mmpoly.datasets import LocalFashionMNIST
 
-CONFIGS = Path(__file__).resolve().parents[1] / 'configs'
-FASHION_MNIST = Path(LocalFashionMNIST.DEBIAN_ROOT)
 NONLOCAL_CONFIGS = ['nl_resnet18_1xb128_cifar100.py', 'pdc-nl3_resnet18_1xb128_cifar100.py',
                     'pdc-nl4_resnet18_1xb128_cifar100.py']
 STEPS, BATCH, IMAGES = 200, 8, 2048

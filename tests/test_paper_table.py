@@ -1,24 +1,23 @@
 """Tests of mmpoly.zoo.report and tools/analysis_tools/paper_table.py on hand-made paper rows.
 
-PDC-comp's count is exact (SPEC §3: the official yml, 4,259,793 parameters on CIFAR-10), so it
-serves as the reference row; the other rows are made up to check the comparison logic.
+PDC-comp's count is exact (the authors' official pdc_so_nosharing.yml: 4,259,793 parameters on
+CIFAR-10), so it serves as the reference row; the other rows are made up to check the comparison
+logic.
 """
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import List
 
 import pytest
+from helpers import REPO, TOOLS, load_tool
 
 from mmpoly.zoo import PaperRow
 from mmpoly.zoo import report
 from mmpoly.zoo.report import END_MARKER, KNOWN_MISFIT, START_MARKER, RowResult
 
-REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO / 'tools' / 'analysis_tools' / 'paper_table.py'
+TOOL = TOOLS / 'analysis_tools' / 'paper_table.py'
 README = REPO / 'README.md'
 PDC_COMP = 'pdc-comp_resnet18_1xb128_cifar10.py'
 PDC_COMP_PARAMS = 4_259_793
@@ -42,14 +41,6 @@ def _row(**kwargs) -> PaperRow:
 @pytest.fixture(scope='module')
 def results() -> List[RowResult]:
     return report.measure_rows([ROW, WRONG, MISFIT], with_flops=False)
-
-
-def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location('mmpoly_tools_paper_table', TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --------------------------------------------------------------------------- comparison logic
@@ -227,7 +218,7 @@ def test_check_readme_without_flops_accepts_any_measured_flops() -> None:
 def test_tool_exit_status_and_readme_update(results: List[RowResult], tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture) -> None:
-    tool = load_tool()
+    tool = load_tool('analysis_tools/paper_table')
     rows = [ROW, MISFIT]
     monkeypatch.setattr(tool, 'paper_rows', lambda: rows)
     assert tool.main(['--no-flops']) == 0  # a known misfit does not fail the check
@@ -253,7 +244,7 @@ def test_tool_exit_status_and_readme_update(results: List[RowResult], tmp_path: 
 
 def test_tool_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                            capsys: pytest.CaptureFixture) -> None:
-    tool = load_tool()
+    tool = load_tool('analysis_tools/paper_table')
     monkeypatch.setattr(tool, 'paper_rows', lambda: [ROW])
     readme = tmp_path / 'README.md'
     readme.write_text('# no markers\n')

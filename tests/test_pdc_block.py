@@ -2,18 +2,19 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from mmcv.cnn.bricks.activation import Clamp
+from helpers import bn_eval, first_degree_terms, randomise
+from mmengine.registry import MODELS as MMENGINE_MODELS
 
 from mmpoly.models import PDCBlock, ResNetBlock
 from mmpoly.models.polynomial import hadamard_product
+from mmpoly.registry import MODELS
+from mmpoly.utils.complexity import count_params
 
 
-def n_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
-
-
-def spec_block_params(cin: int, p: int, h: int, degree: int, both_convs: bool, k_so: int = 3,
+def formula_block_params(cin: int, p: int, h: int, degree: int, both_convs: bool, k_so: int = 3,
                       k_loc: int = 3) -> int:
-    """SPEC §1.4 per-block formula (BN for input/factor norms, IN projection), for any degree."""
+    """One PDC block's parameters counted by hand (BN input/factor norms, IN projection)."""
     count = 9 * cin * p + 2 * p  # conv1 + bn1
     if both_convs:
         count += 9 * p * p + 2 * p  # conv2 + bn2
@@ -38,7 +39,7 @@ def test_block_parameter_formula(cin, p, h, degree, first_degree_convs, k_so, k_
     block = PDCBlock(cin, p, stride=2 if cin != p else 1, degree=degree, hidden_channels=h,
                      first_degree_convs=first_degree_convs, factor_kernel_size=k_so,
                      projection_kernel_size=k_loc)
-    assert n_params(block) == spec_block_params(cin, p, h, degree, first_degree_convs == 2,
+    assert count_params(block) == formula_block_params(cin, p, h, degree, first_degree_convs == 2,
                                                 k_so, k_loc)
     # every degree has its own factors: n factor layers for degree n, nothing shared
     assert [len(t.factors) for t in block.terms] == list(range(2, degree + 1))
@@ -92,12 +93,6 @@ def test_no_unbounded_state_across_forwards():
     assert not any(isinstance(v, list) for v in vars(block).values())
 
 
-def _bn_eval(x, bn):
-    return (x - bn.running_mean[None, :, None, None]) / torch.sqrt(
-        bn.running_var[None, :, None, None] + bn.eps) * bn.weight[None, :, None, None] \
-        + bn.bias[None, :, None, None]
-
-
 def _instance_norm(x, eps):
     mean = x.mean(dim=(2, 3), keepdim=True)
     var = x.var(dim=(2, 3), unbiased=False, keepdim=True)
@@ -113,27 +108,17 @@ def test_degree_three_block_matches_independent_formula():
     cin, p, h = 6, 8, 5
     block = PDCBlock(cin, p, stride=2, degree=3, hidden_channels=h, first_degree_convs=2,
                      factor_kernel_size=3, projection_kernel_size=1, scale_init=0.0)
-    # give every parameter and BN statistic a non-trivial value
-    with torch.no_grad():
-        for prm in block.parameters():
-            prm.copy_(torch.randn_like(prm) * 0.3)
-        for mod in block.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                mod.running_mean.copy_(torch.randn_like(mod.running_mean) * 0.1)
-                mod.running_var.copy_(torch.rand_like(mod.running_var) + 0.5)
-    block = block.double().eval()
+    block = randomise(block).double().eval()
     x = torch.randn(3, cin, 10, 10, dtype=torch.float64)
 
     # first-degree term: ResNet branch + projecting shortcut
-    branch = F.relu(_bn_eval(F.conv2d(x, block.conv1.weight, stride=2, padding=1), block.bn1))
-    branch = _bn_eval(F.conv2d(branch, block.conv2.weight, padding=1), block.bn2)
-    shortcut = _bn_eval(F.conv2d(x, block.downsample[0].weight, stride=2), block.downsample[1])
-    z = _bn_eval(shortcut, block.input_norm)
+    branch, shortcut = first_degree_terms(block, x)
+    z = bn_eval(shortcut, block.input_norm)
     expected = branch + shortcut
     for n, term in zip((2, 3), block.terms):
         product = torch.ones(3, h, 5, 5, dtype=torch.float64)
         for factor in term.factors:  # degree n: n own factors, multiplied element-wise
-            product = product * _leaky(_bn_eval(F.conv2d(z, factor.conv.weight, padding=1),
+            product = product * _leaky(bn_eval(F.conv2d(z, factor.conv.weight, padding=1),
                                                  factor.norm))
         proj = term.projection[0]
         projected = _leaky(_instance_norm(F.conv2d(product, proj.conv.weight), proj.norm.eps))
@@ -172,7 +157,7 @@ def test_no_activation_block_has_no_activation_modules():
     (dict(projection_kernel_size=4), 'projection_kernel_size'),
     (dict(num_projection_convs=0), 'num_projection_convs'),
     (dict(first_degree_convs=3), 'first_degree_convs'),
-    (dict(input_norm='LN2d'), 'input_norm'),
+    (dict(input_norm='BM'), 'input_norm'),
     (dict(factor_norm=dict(type='Foo')), 'factor_norm.type'),
     (dict(projection_norm=3), 'projection_norm'),
     (dict(factor_act='Mish2'), 'factor_act'),
@@ -194,3 +179,65 @@ def test_norm_options_by_name():
     assert isinstance(block.terms[0].projection[0].norm, torch.nn.BatchNorm2d)
     assert not block.terms[0].factors[0].with_activation
     assert isinstance(block.terms[0].projection[0].activate, torch.nn.ReLU)
+
+
+@pytest.mark.parametrize('factor_norm,norm_cls', [
+    ('BN2d', torch.nn.BatchNorm2d), ('IN2d', torch.nn.InstanceNorm2d),
+    (dict(type='GN', num_groups=2), torch.nn.GroupNorm)])
+@pytest.mark.parametrize('factor_act,act_cls', [('RReLU', torch.nn.RReLU), ('Clamp', Clamp)])
+def test_every_type_mmcv_builds_is_accepted(factor_norm, norm_cls, factor_act, act_cls):
+    block = PDCBlock(8, 8, degree=2, hidden_channels=4, factor_norm=factor_norm,
+                     factor_act=factor_act)
+    factor = block.terms[0].factors[0]
+    assert type(factor.norm) is norm_cls
+    assert type(factor.activate) is act_cls
+
+
+class TinyNorm(torch.nn.Module):
+    """A user's norm layer (mmcv passes ``eps``): x / (eps + RMS over channels), no parameters."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / (self.eps + x.pow(2).mean(dim=1, keepdim=True).sqrt())
+
+
+class TinyAct(torch.nn.Module):
+    """A user's activation: x³."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x**3
+
+
+@pytest.mark.parametrize('registry', [MMENGINE_MODELS, MODELS], ids=['mmengine', 'mmpretrain'])
+def test_user_registered_norm_and_activation_are_built(registry):
+    registry.register_module('MmpolyTestTinyNorm', module=TinyNorm)
+    registry.register_module('MmpolyTestTinyAct', module=TinyAct)
+    try:
+        block = PDCBlock(8, 8, degree=2, hidden_channels=4, input_norm='MmpolyTestTinyNorm',
+                         factor_norm=dict(type='MmpolyTestTinyNorm'),
+                         projection_act='MmpolyTestTinyAct')
+        assert isinstance(block.input_norm, TinyNorm)
+        assert isinstance(block.terms[0].factors[1].norm, TinyNorm)
+        assert isinstance(block.terms[0].projection[0].activate, TinyAct)
+        assert block(torch.randn(2, 8, 4, 4)).shape == (2, 8, 4, 4)
+    finally:
+        registry.module_dict.pop('MmpolyTestTinyNorm')
+        registry.module_dict.pop('MmpolyTestTinyAct')
+    with pytest.raises(ValueError, match="input_norm .*got 'MmpolyTestTinyNorm'"):
+        PDCBlock(8, 8, input_norm='MmpolyTestTinyNorm')
+
+
+@pytest.mark.parametrize('kwargs,message', [
+    (dict(factor_norm='bn'), r"factor_norm must be 'none' or a norm type registered in the "
+     r"MODELS registry .* got 'bn'; close matches: \['BN'"),
+    (dict(projection_norm=dict(type='Instance')), r"projection_norm\.type .*got 'Instance'"),
+    (dict(factor_act='relu'), r"factor_act must be 'none' or an? activation type .*got 'relu'; "
+     r"close matches: \['ReLU'"),
+])
+def test_unknown_type_is_refused_naming_field_value_and_close_matches(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PDCBlock(8, 8, **kwargs)

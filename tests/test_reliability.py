@@ -20,13 +20,14 @@ from typing import Dict, List, Optional
 
 import pytest
 import torch
+from helpers import TOOLS
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler
 from mmengine.fileio import get_file_backend
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import save_checkpoint
 from test_engine import ToyDataset, ToyModel
-from test_tools import TOOLS, free_port, tiny_setup, train  # noqa: F401  (fixture)
+from test_tools import free_port, tiny_setup, train  # noqa: F401  (fixture)
 
 from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBackend, ResumeError,
                            RunLock, WorkDirLockedError, atomic_write, find_resume_candidates,

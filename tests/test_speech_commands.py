@@ -2,7 +2,6 @@
 class-balanced sampler, the synthetic-set writer (espeak-ng / flite), the speech configs of
 arXiv:2104.07916 (tables "Speech Commands" and "Speech Commands, no activation functions"), and
 a short real training run through tools/train.py (slow)."""
-import importlib.util
 import math
 import os
 import re
@@ -18,29 +17,24 @@ import numpy as np
 import pytest
 import scipy.signal
 import torch
+from helpers import REPO, TOOLS, load_tool, runtime_tail
 from mmengine.config import Config
 from mmpretrain.registry import DATA_SAMPLERS, DATASETS, MODELS, TRANSFORMS
 from scipy.io import wavfile
-from tiny_runtime import RUNTIME_TAIL
 
 from mmpoly.datasets import SPEECH_COMMANDS_WORDS, ClassBalancedSampler, SpeechCommands
 from mmpoly.datasets.audio_transforms import (hann_window, log_mel_spectrogram, mel_filterbank,
                                               phase_vocoder, power_to_db, read_wav, stft)
 
-REPO = Path(__file__).resolve().parents[1]
-TOOL = REPO / 'tools' / 'dataset_converters' / 'make_speech_commands.py'
+TOOL = TOOLS / 'dataset_converters' / 'make_speech_commands.py'
 DATA_BASE = REPO / 'configs' / '_base_' / 'datasets' / 'speech-commands_bs128.py'
 WORDS = ['yes', 'no', 'up', 'down', 'left', 'right']
 SPEAKERS, VAL_SPEAKERS, TEST_SPEAKERS = 8, 2, 2
 SR = 16000
 
 
-def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location('mmpoly_tools_make_speech_commands', TOOL)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_converter() -> ModuleType:
+    return load_tool('dataset_converters/make_speech_commands')
 
 
 def require_tts() -> None:
@@ -55,7 +49,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Dict:
     """A small set written by the tool: 6 words × 8 speakers (2 validation, 2 test)."""
     require_tts()
     root = tmp_path_factory.mktemp('speech') / 'speech_commands'
-    splits = load_tool().make_speech_commands(
+    splits = load_converter().make_speech_commands(
         str(root), WORDS, speakers=SPEAKERS, val_speakers=VAL_SPEAKERS,
         test_speakers=TEST_SPEAKERS, noise_seconds=2.0, seed=0, jobs=2)
     return dict(root=root, splits=splits)
@@ -113,7 +107,7 @@ def test_tool_output_is_read_back_by_split(synth: Dict) -> None:
             assert f.getnframes() <= SR
         assert np.abs(read_wav(str(root / rel))).max() > 0.1
     noises = sorted(p.name for p in (root / '_background_noise_').iterdir())
-    assert noises == sorted(f'{k}.wav' for k in load_tool().NOISES)
+    assert noises == sorted(f'{k}.wav' for k in load_converter().NOISES)
     assert len(read_wav(str(root / '_background_noise_' / 'pink_noise.wav'))) == 2 * SR
 
 
@@ -128,7 +122,7 @@ def test_tool_command_line_and_errors(synth: Dict, tmp_path: Path) -> None:
         proc.stdout
     ds = SpeechCommands(str(out), split='train', words=['yes', 'stop'], verify_audio=True)
     assert ds.class_counts().tolist() == [1, 1]
-    tool = load_tool()
+    tool = load_converter()
     with pytest.raises(FileExistsError, match='exists and is not empty'):
         tool.make_speech_commands(str(synth['root']), ['yes'])
     with pytest.raises(ValueError, match='--speakers 3 must exceed --val-speakers 2'):
@@ -482,7 +476,7 @@ param_scheduler = dict(type='CosineAnnealingLR', by_epoch=True, T_max={epochs})
 train_cfg = dict(by_epoch=True, max_epochs={epochs}, val_interval={epochs})
 val_cfg = dict()
 test_cfg = dict()
-''' + RUNTIME_TAIL
+''' + runtime_tail('{epochs}')
 
 
 @pytest.mark.slow
@@ -492,7 +486,7 @@ def test_short_training_on_synthesised_speech(tmp_path: Path) -> None:
     require_tts()
     words = ['yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop', 'go']
     root = tmp_path / 'speech_commands'
-    load_tool().make_speech_commands(str(root), words, speakers=20, val_speakers=4,
+    load_converter().make_speech_commands(str(root), words, speakers=20, val_speakers=4,
                                      test_speakers=0, noise_seconds=3.0, seed=1, jobs=2)
     epochs = 25
     config = tmp_path / 'tiny_pdc_speech.py'

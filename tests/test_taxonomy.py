@@ -3,10 +3,11 @@ one polynomial core, with and without activations."""
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import bn_eval, first_degree_terms, randomise
 
+from mmpoly.analysis import numerical_degree
 from mmpoly.models import PDCBlock, PiNetBlock, PolyResNet, PolyResNetCIFAR, ResNetBlock, SEBlock
 from mmpoly.models.backbones import build_block
-from polynomial_degree import numerical_degree
 
 BLOCKS = [
     ('ResNetBlock', {}),
@@ -18,19 +19,6 @@ BLOCKS = [
     ('PDCBlock', dict(degree=3, hidden_channels=8)),
     ('PDCBlock', dict(degree=4, hidden_channels=8)),
 ]
-
-
-def _randomise(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
-    """Non-trivial weights, α and BN statistics (α = 0 would switch higher degrees off)."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn_like(p) * scale)
-        for m in module.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.1)
-                m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
-    return module
 
 
 @pytest.mark.parametrize('block_type,options', BLOCKS)
@@ -80,14 +68,14 @@ DEGREE_CASES = [
 @pytest.mark.parametrize('block,degree', DEGREE_CASES,
                          ids=[f'{type(b).__name__}-{n}' for b, n in DEGREE_CASES])
 def test_no_activation_block_is_a_polynomial_of_its_degree(block, degree):
-    block = _randomise(block).double().eval()
+    block = randomise(block).double().eval()
     x0 = torch.randn(1, 6, 5, 5, dtype=torch.float64)
     d = torch.randn(1, 6, 5, 5, dtype=torch.float64)
     assert numerical_degree(block, x0, d, max_degree=degree + 2) == degree
 
 
 def test_with_activations_a_block_is_not_a_low_degree_polynomial():
-    block = _randomise(PDCBlock(6, 6, degree=2, hidden_channels=3, projection_norm='BN'))
+    block = randomise(PDCBlock(6, 6, degree=2, hidden_channels=3, projection_norm='BN'))
     block = block.double().eval()
     x0 = torch.randn(1, 6, 5, 5, dtype=torch.float64)
     d = torch.randn(1, 6, 5, 5, dtype=torch.float64)
@@ -105,7 +93,7 @@ def test_network_of_blocks_is_a_polynomial_of_degree_at_most_n_to_the_l(
         hidden_channels=2 if block_type == 'PDCBlock' else None,
         block_cfg=dict(type=block_type, degree=degree,
                        **({'projection_norm': 'BN'} if block_type == 'PDCBlock' else {})))
-    net = _randomise(net, scale=0.5).double().eval()
+    net = randomise(net, scale=0.5).double().eval()
     with torch.no_grad():  # α = 1: the highest degree must be large enough to be seen
         for name, p in net.named_parameters():
             if name.endswith('scale'):
@@ -119,38 +107,30 @@ def test_network_of_blocks_is_a_polynomial_of_degree_at_most_n_to_the_l(
 
 # --- Π-net against an independent computation of its recursion ------------------------------
 
-def _bn_eval(x, bn):
-    shape = (1, -1, 1, 1)
-    return (x - bn.running_mean.view(shape)) / torch.sqrt(bn.running_var.view(shape) + bn.eps) \
-        * bn.weight.view(shape) + bn.bias.view(shape)
-
-
 @pytest.mark.parametrize('degree', [2, 3, 4])
 def test_pinet_block_matches_the_shared_factor_recursion(degree):
     block = PiNetBlock(4, 6, stride=2, degree=degree, num_input_convs=1, num_projection_convs=1,
                        projection_kernel_size=1)
-    block = _randomise(block).double().eval()
+    block = randomise(block).double().eval()
     x = torch.randn(2, 4, 8, 8, dtype=torch.float64)
-    branch = F.relu(_bn_eval(F.conv2d(x, block.conv1.weight, stride=2, padding=1), block.bn1))
-    branch = _bn_eval(F.conv2d(branch, block.conv2.weight, padding=1), block.bn2)
-    shortcut = _bn_eval(F.conv2d(x, block.downsample[0].weight, stride=2), block.downsample[1])
+    branch, shortcut = first_degree_terms(block, x)
     conv_a = block.input_convs[0]
-    a = _bn_eval(F.conv2d(_bn_eval(shortcut, block.input_norm), conv_a.conv.weight), conv_a.norm)
+    a = bn_eval(F.conv2d(bn_eval(shortcut, block.input_norm), conv_a.conv.weight), conv_a.norm)
     term, total = branch, 0
     for _ in range(2, degree + 1):  # t_n = t_{n-1} ∘ a: the same two factors at every degree
         term = term * a
         total = total + term
     proj = block.projection[0]
     expected = F.relu(branch + shortcut +
-                      block.scale * _bn_eval(F.conv2d(total, proj.conv.weight), proj.norm))
+                      block.scale * bn_eval(F.conv2d(total, proj.conv.weight), proj.norm))
     torch.testing.assert_close(block(x), expected, rtol=1e-10, atol=1e-10)
 
 
 def test_se_block_matches_its_formula():
-    block = _randomise(SEBlock(6, 6, reduction=3)).double().eval()
+    block = randomise(SEBlock(6, 6, reduction=3)).double().eval()
     x = torch.randn(2, 6, 5, 5, dtype=torch.float64)
-    u = F.relu(_bn_eval(F.conv2d(x, block.conv1.weight, padding=1), block.bn1))
-    u = _bn_eval(F.conv2d(u, block.conv2.weight, padding=1), block.bn2)
+    u = F.relu(bn_eval(F.conv2d(x, block.conv1.weight, padding=1), block.bn1))
+    u = bn_eval(F.conv2d(u, block.conv2.weight, padding=1), block.bn2)
     pooled = u.mean(dim=(2, 3), keepdim=True)
     squeeze, excite = block.gate.squeeze.conv, block.gate.excite.conv
     gate = torch.sigmoid(F.conv2d(F.relu(F.conv2d(pooled, squeeze.weight, squeeze.bias)),
@@ -180,7 +160,9 @@ def test_pinet_shares_and_pdc_does_not():
      r'\(64 channels\)'),
     (dict(type='SEBlock', reduction=0), 'reduction must be a positive integer'),
     (dict(type='PiNetBlock', num_projection_convs=-1), 'num_projection_convs'),
-    (dict(type='PiNetBlock', use_scale=1), 'use_scale'),
+    (dict(type='PiNetBlock', learn_scale=1), 'learn_scale'),
+    (dict(type='PiNetBlock', use_scale=False),
+     r"unknown option 'use_scale' for PiNetBlock; allowed options: \[.*'learn_scale'"),
 ])
 def test_bad_block_options(block_cfg, match):
     with pytest.raises(ValueError, match=match):

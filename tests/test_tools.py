@@ -5,7 +5,6 @@ package tools/setup_env.sh installs; random images if it is missing), written as
 files mmpretrain's ``FashionMNIST`` reads, with a self-contained config in ``tmp_path``.
 """
 import gzip
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -16,16 +15,13 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Dict, List, Optional
 
 import mmengine
 import numpy as np
 import pytest
+from helpers import FASHION_MNIST, REPO, TOOLS, load_tool, runtime_tail
 
-REPO = Path(__file__).resolve().parents[1]
-TOOLS = REPO / 'tools'
-FASHION_MNIST = Path('/usr/share/datasets/fashion-mnist')
 NUM_TRAIN, NUM_TEST = 64, 32
 TIMEOUT_S = 300  # per tool run: a hang fails the test instead of stalling the suite
 
@@ -71,23 +67,8 @@ train_cfg = dict(by_epoch=True, max_epochs=1, val_interval=1)
 val_cfg = dict()
 test_cfg = dict()
 auto_scale_lr = dict(base_batch_size=16)
-
-default_hooks = dict(
-    timer=dict(type='IterTimerHook'),
-    logger=dict(type='LoggerHook', interval=1),
-    param_scheduler=dict(type='ParamSchedulerHook'),
-    checkpoint=dict(type='CheckpointHook', interval=1),
-    sampler_seed=dict(type='DistSamplerSeedHook'),
-    visualization=dict(type='VisualizationHook', enable=False))
 # nccl on purpose: without CUDA, mmpoly's launcher must switch to gloo.
-env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
-               dist_cfg=dict(backend='nccl'))
-visualizer = dict(type='UniversalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
-log_level = 'INFO'
-load_from = None
-resume = False
-randomness = dict(seed=0, deterministic=False)
-'''
+''' + runtime_tail('1', log_interval=1, dist_backend='nccl')
 
 
 def _write_idx(path: Path, array: np.ndarray) -> None:
@@ -147,15 +128,6 @@ def run_tool(args: List[str], cwd: Path = REPO,
 
 def train(*args: str) -> subprocess.CompletedProcess:
     return run_tool([sys.executable, str(TOOLS / 'train.py'), *args])
-
-
-def load_tool(name: str) -> ModuleType:
-    """Import tools/<name>.py under a private module name (``test`` is a stdlib package)."""
-    spec = importlib.util.spec_from_file_location(f'mmpoly_tools_{name}', TOOLS / f'{name}.py')
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def last_checkpoint(work_dir: Path) -> str:

@@ -6,6 +6,7 @@ from typing import Dict, List
 
 import pytest
 import torch
+from helpers import REPO
 from mmengine.config import Config
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
@@ -15,7 +16,6 @@ from torch.utils.data import Dataset
 
 from mmpoly.engine import ModelCheckHook, NonFiniteCheckHook, NonFiniteError
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 # --------------------------------------------------------------------------- options

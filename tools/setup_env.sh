@@ -21,7 +21,7 @@ MMCV=2.1.0
 MMPRETRAIN=1.2.0
 MMDET=3.3.0
 SKIMAGE=0.26.0
-STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v3"
+STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v4"
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -82,11 +82,18 @@ fi
 log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, scikit-image, pytest, mmpoly"
 "${PIP[@]}" install "mmpretrain==$MMPRETRAIN" "mmdet==$MMDET" pycocotools \
     "scikit-image==$SKIMAGE" pytest
-"${PIP[@]}" install --no-build-isolation --no-deps -e "$REPO"
-"$PY" - <<'PY'
+# Editable, with its install_requires (mmpoly/version.py): everything above satisfies them, so pip
+# installs only what is missing and never rebuilds mmcv or changes torch. No build isolation:
+# the venv's setuptools builds it (no download). setup.py links configs/, tools/ and
+# model-index.yml into mmpoly/.mim/.
+"${PIP[@]}" install --no-build-isolation -e "$REPO"
+"$PY" - "$REPO" <<'PY'
+import sys
 import mmcv, mmcv.ops, mmdet, mmengine, mmpretrain, torch, torchvision
 from mmcv.ops import nms  # compiled ops present
-print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'mmengine', mmengine.__version__,
+import mmpoly
+assert mmpoly.__file__.startswith(sys.argv[1]), mmpoly.__file__  # the checkout, editable
+print('mmpoly', mmpoly.__version__, 'torch', torch.__version__, 'torchvision', torchvision.__version__, 'mmengine', mmengine.__version__,
       'mmcv', mmcv.__version__, 'mmpretrain', mmpretrain.__version__, 'mmdet', mmdet.__version__)
 PY
 echo "$STAMP_KEY" > "$VENV/.mmpoly-stamp"

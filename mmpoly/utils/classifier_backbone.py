@@ -14,11 +14,12 @@ from typing import Optional, Sequence
 
 from mmengine.config import Config
 
+from .resources import RESOURCE_ROOTS
+
 __all__ = ['mmpoly_config_path', 'classifier_backbone', 'classifier_checkpoint']
 
-_PACKAGE = osp.dirname(osp.dirname(osp.abspath(__file__)))
 #: Where mmpoly's configs are: an installed package's ``.mim/configs``, or the checkout's.
-CONFIG_ROOTS = (osp.join(_PACKAGE, '.mim', 'configs'), osp.join(osp.dirname(_PACKAGE), 'configs'))
+CONFIG_ROOTS = tuple(osp.join(root, 'configs') for root in RESOURCE_ROOTS)
 
 
 def mmpoly_config_path(name: str) -> str:

@@ -3,7 +3,8 @@ import mmpretrain.utils
 
 
 def register_all_modules(init_default_scope: bool = True) -> None:
-    """Import every mmpoly module (registering it in mmpretrain's registries) and mmpretrain's.
+    """Import every mmpoly module (registering it in mmpretrain's registries) and mmpretrain's,
+    and register mmpoly's classifiers with mmpretrain's model hub.
 
     Args:
         init_default_scope: set the default registry scope to ``mmpretrain``, where mmpoly's
@@ -12,4 +13,6 @@ def register_all_modules(init_default_scope: bool = True) -> None:
     import mmpoly.datasets  # noqa: F401
     import mmpoly.engine  # noqa: F401
     import mmpoly.models  # noqa: F401
+    from .model_hub import register_model_hub
+    register_model_hub()
     mmpretrain.utils.register_all_modules(init_default_scope)

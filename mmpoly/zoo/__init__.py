@@ -12,7 +12,11 @@ class PaperRow:
     """One row of a paper table.
 
     Attributes:
-        table: the paper table, e.g. 'T-C100' (SPEC §0 abbreviations).
+        table: the paper table's short name; with the table numbers of arXiv:2104.07916:
+            T-C100 = Table 2 (CIFAR-100), T-C10 = Table 3 (CIFAR-10), T-IN = Table 4
+            (ImageNet), T-NLC / T-NLI = Tables 5 / 6 (non-local, CIFAR-100 / ImageNet),
+            T-C100-34 = Table 9 (ResNet34, CIFAR-100), T-NA100 / T-NA10 = Tables 10 / 11 (no
+            activation functions, CIFAR-100 / CIFAR-10).
         model: the row's model name as printed in the paper.
         config: config path relative to ``configs/``.
         family: block family ('ResNet', 'SE', 'Π-net', 'PDC', 'NL', 'DNL', 'PDC-NL').
@@ -24,7 +28,8 @@ class PaperRow:
         input_size: (H, W) of the input used for FLOPs (and for modules tied to a resolution).
         in_channels: input channels (3 images, 1 spectrograms).
         claimed_match: True where the config is claimed to reproduce the paper's count at its
-            printed precision (asserted by the tests); False for known misfits (SPEC §6).
+            printed precision (asserted by the tests); False for known misfits (no configuration
+            found that reproduces the count; the note gives the nearest).
         note: how the configuration was chosen, or why it cannot match.
     """
     table: str

@@ -1,8 +1,14 @@
 """The model zoo's ``configs/metafile.yml`` (mmpretrain's model-index format), generated from the
-paper rows and their measured parameters / FLOPs. No released weights, hence no ``Results``."""
+paper rows of arXiv:2104.07916 and their measured parameters / FLOPs, plus every other classifier
+config of ``configs/`` (the data-regime and Fashion-MNIST configs) with its measured parameters.
+
+No released weights, hence no metrics: each model's ``Results`` names only its task (``Image
+Classification``, which mmpretrain's ``inference_model`` dispatches on) and its dataset.
+"""
+import re
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
@@ -12,7 +18,14 @@ COLLECTION = 'PolyNets'
 PAPER = OrderedDict(
     Title='Augmenting Deep Classifiers with Polynomial Neural Networks',
     URL='https://arxiv.org/abs/2104.07916')
-TRAINING_DATA = {'cifar10': 'CIFAR-10', 'cifar100': 'CIFAR-100', 'in1k': 'ImageNet-1k'}
+TRAINING_DATA = {
+    'cifar10': 'CIFAR-10', 'cifar100': 'CIFAR-100', 'in1k': 'ImageNet-1k',
+    'cifar10-50perclass': 'CIFAR-10 (50 images per class)', 'speech-commands': 'Speech Commands',
+    'fashion-mnist': 'Fashion-MNIST',
+    **{f'cifar10-lt-if{f}': f'CIFAR-10-LT (imbalance factor {f})' for f in (10, 20, 50, 100, 200)}
+}
+TASK = 'Image Classification'
+CONFIGS_ROOT = Path(__file__).resolve().parents[2] / 'configs'
 ARCHITECTURE = {
     'ResNet': 'ResNet', 'SE': 'Squeeze-and-Excitation', 'Π-net': 'Π-net (shared factors)',
     'PDC': 'PDC (polynomial, no factor sharing)', 'NL': 'Non-local', 'DNL':
@@ -28,8 +41,76 @@ def _training_data(config: str) -> str:
     return TRAINING_DATA[suffix]
 
 
-def metafile(results: Sequence[RowResult]) -> Dict:
-    """One model per config (a config can be a row of several tables)."""
+def _results(config: str) -> List[Dict]:
+    return [OrderedDict([('Task', TASK), ('Dataset', _training_data(config)), ('Metrics', {})])]
+
+
+def _model_prefix(config: str) -> str:
+    """The model field of a config name ('pdc-comp_resnet18_...' -> 'pdc-comp'; 'resnet7_...'
+    and 'resnet18_...' -> 'resnet')."""
+    prefix = Path(config).stem.split('_', 1)[0]
+    return 'resnet' if re.fullmatch(r'resnet\d+', prefix) else prefix
+
+
+def classifier_configs(configs_root: Union[str, Path, None] = None) -> List[str]:
+    """The config files of ``configs_root`` (default: the checkout's ``configs/``) whose model is
+    an ``ImageClassifier`` (the detection configs are not), sorted by name."""
+    from mmengine.config import Config
+
+    root = Path(configs_root) if configs_root is not None else CONFIGS_ROOT
+    names = []
+    for path in sorted(root.glob('*.py')):
+        model = Config.fromfile(str(path)).get('model', {})
+        if model.get('type') == 'ImageClassifier':
+            names.append(path.name)
+    return names
+
+
+def other_models(results: Sequence[RowResult],
+                 configs_root: Union[str, Path, None] = None) -> List[Dict]:
+    """A metafile entry for each classifier config that is no paper row (data-regime and
+    Fashion-MNIST configs), with its measured parameters and the architecture and degree of
+    the paper rows with the same model field (``pdc-comp_..._cifar10-lt-if10`` takes those of
+    ``pdc-comp_..._cifar10``)."""
+    from mmengine.config import Config
+
+    from mmpoly.utils import register_all_modules
+    from mmpoly.utils.complexity import build_model, count_params
+
+    register_all_modules(init_default_scope=False)
+    root = Path(configs_root) if configs_root is not None else CONFIGS_ROOT
+    by_prefix: Dict[str, Tuple[str, int]] = {}
+    for result in results:
+        key, value = _model_prefix(result.row.config), (result.row.family, result.row.degree)
+        if by_prefix.setdefault(key, value) != value:
+            raise ValueError(f'paper rows with model field {key!r} disagree on (family, degree): '
+                             f'{by_prefix[key]} and {value} ({result.row.config})')
+    known = {result.row.config for result in results}
+    models = []
+    for config in classifier_configs(root):
+        if config in known:
+            continue
+        prefix = _model_prefix(config)
+        if prefix not in by_prefix:
+            raise ValueError(f'cannot tell the architecture of {config}: its model field '
+                             f'{prefix!r} is none of the paper rows\' {sorted(by_prefix)}')
+        family, degree = by_prefix[prefix]
+        params = count_params(build_model(Config.fromfile(str(root / config))))
+        metadata = OrderedDict([('Parameters', params), ('Training Data', _training_data(config)),
+                                ('Architecture', [ARCHITECTURE[family]]),
+                                ('Polynomial Degree', degree)])
+        models.append(OrderedDict([('Name', Path(config).stem), ('Metadata', metadata),
+                                   ('In Collection', COLLECTION), ('Results', _results(config)),
+                                   ('Config', f'configs/{config}')]))
+    return models
+
+
+def metafile(results: Sequence[RowResult],
+             configs_root: Optional[Union[str, Path]] = None,
+             with_other_configs: bool = True) -> Dict:
+    """One model per config (a config can be a row of several tables), then (with
+    ``with_other_configs``) the classifier configs that are no paper row (:func:`other_models`).
+    """
     models: Dict[str, Dict] = OrderedDict()
     for result in results:
         row = result.row
@@ -47,17 +128,21 @@ def metafile(results: Sequence[RowResult]) -> Dict:
             metadata['Paper Rows'] = []
             models[name] = OrderedDict([('Name', name), ('Metadata', metadata),
                                         ('In Collection', COLLECTION),
+                                        ('Results', _results(row.config)),
                                         ('Config', f'configs/{row.config}')])
         models[name]['Metadata']['Paper Rows'].append(
             f'{row.table} {row.model} ({row.paper_params}M in the paper)')
-    architectures: List[str] = sorted({a for m in models.values()
+    all_models = list(models.values())
+    if with_other_configs:
+        all_models += other_models(results, configs_root)
+    architectures: List[str] = sorted({a for m in all_models
                                        for a in m['Metadata']['Architecture']})
     collection = OrderedDict(
         Name=COLLECTION,
         Metadata=OrderedDict(Architecture=architectures),
         Paper=PAPER,
         README='README.md')
-    return OrderedDict(Collections=[collection], Models=list(models.values()))
+    return OrderedDict(Collections=[collection], Models=all_models)
 
 
 def dump_yaml(data: Dict) -> str:

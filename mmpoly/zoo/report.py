@@ -12,7 +12,7 @@ A row *matches* when the measured count, in millions and rounded to the decimals
 prints, equals the paper's figure (``round(params / 1e6, params_digits) == paper_params``), and
 likewise for FLOPs in G (mmengine's multiply-accumulate count, at the row's input size) where
 the paper gives them. Rows with ``claimed_match=False`` are known misfits: the nearest
-configuration found (SPEC §3, §6); they are reported, never counted as failures.
+configuration found; they are reported, never counted as failures.
 """
 import difflib
 import re

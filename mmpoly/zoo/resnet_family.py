@@ -1,11 +1,12 @@
-"""Rows of the residual-block tables: T-C100, T-C10, T-C100-34, T-IN, T-NA100, T-NA10 (and the
-ResNet18 / PDC reference rows of the non-local tables). Paper figures: SPEC §5; configurations
-and fits: SPEC §3."""
+"""Rows of the residual-block tables: T-C100, T-C10, T-C100-34, T-IN, T-NA100, T-NA10 (Tables 2,
+3, 9, 4, 10 and 11 of arXiv:2104.07916), and the ResNet18 / PDC reference rows of the non-local
+tables. Each row's note says how its configuration was chosen (EXACT, FIT, GUESS) or why none
+reproduces the paper's count."""
 from typing import List
 
 from . import PaperRow
 
-IN = dict(input_size=(224, 224))
+IMAGENET = dict(input_size=(224, 224))
 
 
 def _cifar_rows(table: str, data: str, rows: list) -> List[PaperRow]:
@@ -16,12 +17,12 @@ def _cifar_rows(table: str, data: str, rows: list) -> List[PaperRow]:
 
 
 EXACT = 'standard configuration'
-COMP = 'EXACT: the official compressed configuration (pdc_so_nosharing.yml)'
+COMP = "EXACT: the authors' official compressed configuration pdc_so_nosharing.yml"
 SE_FIT = 'FIT: SE reduction 4 (reduction 16 gives 11.26M / 11.31M)'
 PINET_FIT = ('GUESS: blocks [2, 2, 1, 1], two 1×1 convs + BN on the product '
              '(alternative: [3, 3, 1, 1] with one 1×1 conv)')
 PDC_FIT = 'GUESS: the official compressed configuration with factor widths 128-128-256-384'
-PDC3_MISFIT = ('no configuration found (SPEC §6.1): degree-3 blocks on the PDC configuration '
+PDC3_MISFIT = ('no configuration found: degree-3 blocks on the PDC configuration '
                'give 16.90M, the nearest natural fit')
 
 RESNET_ROWS: List[PaperRow] = [
@@ -64,26 +65,26 @@ RESNET_ROWS: List[PaperRow] = [
          dict(note='GUESS: blocks [2, 3, 4, 1] of 64-128-192-384, both convs')),
     ]),
     PaperRow('T-IN', 'ResNet18', 'resnet18_8xb32_in1k.py', 'ResNet', 1, 11.69, 2, 1.82, 2,
-             note=EXACT, **IN),
+             note=EXACT, **IMAGENET),
     PaperRow('T-IN', 'SE-ResNet18', 'se_resnet18_8xb32_in1k.py', 'SE', 2, 11.78, 2, 1.82, 2,
-             note='FIT: SE reduction 16', **IN),
+             note='FIT: SE reduction 16', **IMAGENET),
     PaperRow('T-IN', 'Π-net-ResNet', 'pinet_resnet18_8xb32_in1k.py', 'Π-net', 2, 11.96, 2,
              1.8207, 4, claimed_match=False,
-             note='no configuration found (SPEC §6.3): the mmcls pinet_relu block gives '
-             '11.69M; the paper\'s 11.96M may be a digit swap', **IN),
+             note='no configuration found: the mmcls pinet_relu block gives '
+             '11.69M; the paper\'s 11.96M may be a digit swap', **IMAGENET),
     PaperRow('T-IN', 'PDC-cmp', 'pdc-cmp_resnet18_8xb32_in1k.py', 'PDC', 2, 7.51, 2, 1.30, 2,
              claimed_match=False,
-             note='no configuration found (SPEC §6.2): base width 52 gives 8.15M', **IN),
+             note='no configuration found: base width 52 gives 8.15M', **IMAGENET),
     PaperRow('T-IN', 'PDC', 'pdc_resnet18_8xb32_in1k.py', 'PDC', 2, 10.69, 2, 1.67, 2,
              claimed_match=False,
-             note='nearest fit (SPEC §6.2): base width 60, 1×1 factors C -> C/4, gives '
-             '10.77M (+0.08M)', **IN),
+             note='nearest fit: base width 60, 1×1 factors C -> C/4, gives '
+             '10.77M (+0.08M)', **IMAGENET),
     PaperRow('T-NLC', 'ResNet18', 'resnet18_1xb128_cifar100.py', 'ResNet', 1, 11.2, 1,
              note=EXACT),
     PaperRow('T-NLI', 'ResNet18', 'resnet18_8xb32_in1k.py', 'ResNet', 1, 11.69, 2, note=EXACT,
-             **IN),
+             **IMAGENET),
     PaperRow('T-NLI', 'PDC', 'pdc_resnet18_8xb32_in1k.py', 'PDC', 2, 10.69, 2,
-             claimed_match=False, note='see T-IN PDC', **IN),
+             claimed_match=False, note='see T-IN PDC', **IMAGENET),
 ]
 
 for _table, _data in (('T-NA100', 'cifar100'), ('T-NA10', 'cifar10')):
@@ -104,10 +105,10 @@ for _table, _data in (('T-NA100', 'cifar100'), ('T-NA10', 'cifar10')):
     RESNET_ROWS += _cifar_rows(_table, _data, [
         ('PDC^[3]', 'pdc3-noact_resnet18', 'PDC', 3, 11.2,
          dict(claimed_match=False,
-              note='no configuration found (SPEC §3): degree 3 on the PDC no-activation '
+              note='no configuration found: degree 3 on the PDC no-activation '
               'configuration gives 11.43M')),
         ('PDC^[4]', 'pdc4-noact_resnet18', 'PDC', 4, 18.8,
          dict(claimed_match=False,
-              note='no configuration found (SPEC §3): degree 4 on the PDC no-activation '
+              note='no configuration found: degree 4 on the PDC no-activation '
               'configuration gives 19.32M')),
     ])

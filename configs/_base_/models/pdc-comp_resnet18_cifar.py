@@ -1,4 +1,5 @@
-# PDC-comp (T-C10, T-C100, 4.3M): the official "compressed version" (pdc_so_nosharing.yml).
+# PDC-comp (T-C10, T-C100, 4.3M): the "compressed version", as in the authors' official
+# configuration pdc_so_nosharing.yml.
 # Blocks [2, 2, 2, 1] of 64-128-192-256, one conv in the first-degree branch, degree-2 terms
 # with hidden widths 64-64-128-128, 3×3 factors (BN, LeakyReLU), one 3×3 projection (IN,
 # LeakyReLU), α initialised to 0.

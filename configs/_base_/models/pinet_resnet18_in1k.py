@@ -10,4 +10,4 @@ model = dict(
             num_projection_convs=0,
             input_norm='none',
             projection_norm='BN',
-            use_scale=False)))
+            learn_scale=False)))

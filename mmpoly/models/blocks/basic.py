@@ -13,7 +13,7 @@ from ..polynomial.options import act_cfg_option, check_choice, check_positive_in
 class ResNetBlock(BaseModule):
     """ResNet BasicBlock: out = act(branch(x) + shortcut(x)), a first-degree polynomial.
 
-    Subclasses augment it with higher-degree terms by overriding :meth:`expansion`, which
+    Subclasses augment it with higher-degree terms by overriding :meth:`polynomial_terms`, which
     combines the branch C z and the shortcut I z (the input z as seen by the block).
     Module names (conv1, bn1, conv2, bn2, downsample) are those of mmpretrain's BasicBlock, so
     ResNet checkpoints load unchanged into any block of the family.
@@ -87,10 +87,13 @@ class ResNetBlock(BaseModule):
         """I z: identity, or a strided 1×1 conv + norm when the shape changes."""
         return x if self.downsample is None else self.downsample(x)
 
-    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
-        """The polynomial of the block before its output activation; degree 1: C z + I z."""
+    def polynomial_terms(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+        """Sum of the block's polynomial terms before its output activation; degree 1: C z + I z.
+
+        Shapes: branch, shortcut (B, out_channels, H', W') -> (B, out_channels, H', W').
+        """
         return branch + shortcut
 
     def forward(self, x: Tensor) -> Tensor:
         # The shortcut is computed once per forward (the official PDC code ran it twice).
-        return self.relu(self.expansion(self.branch(x), self.shortcut(x)))
+        return self.relu(self.polynomial_terms(self.branch(x), self.shortcut(x)))

@@ -14,7 +14,7 @@ LEAKY_RELU = dict(type='LeakyReLU', negative_slope=0.01)
 
 @MODELS.register_module()
 class PDCBlock(ResNetBlock):
-    """Polynomial of degree N without factor sharing (paper eq. nosharing_model_no_sharing).
+    """Polynomial of degree N without factor sharing (paper eq. (10), arXiv:2104.07916).
 
         y = act( C z + I z  +  Σ_{n=2..N} α_n · P_n( F_{n,1}(x1) ∘ … ∘ F_{n,n}(x1) ) ),
         x1 = input_norm(I z)
@@ -22,7 +22,7 @@ class PDCBlock(ResNetBlock):
     The first-degree term is the ResNet branch plus shortcut; every degree n >= 2 has its own
     n factors (:class:`PolynomialTerm`), so no factor is shared across degrees. With
     ``degree=1`` the block is exactly :class:`ResNetBlock` (no extra modules or parameters).
-    Defaults are the official CIFAR configuration (``pdc_so_nosharing.yml``).
+    Defaults are those of the authors' official CIFAR configuration ``pdc_so_nosharing.yml``.
 
     Args:
         degree: N >= 1.
@@ -30,8 +30,10 @@ class PDCBlock(ResNetBlock):
         factor_kernel_size: odd kernel of the factor convs (``kern_loc_so``).
         projection_kernel_size: odd kernel of the projection convs (``kern_loc``).
         num_projection_convs: convs in each projection (``n_lconvs``).
-        input_norm: norm of the factor input I z (``norm_x``): 'BN', 'IN', 'none' or a dict.
-        factor_norm: norm after each factor conv: 'BN', 'IN', 'none' or a dict.
+        input_norm: norm of the factor input I z (``norm_x``): any norm type mmcv's
+            ``build_norm_layer`` builds ('BN', 'IN' = InstanceNorm2d, 'GN', a type you registered
+            in ``MODELS``, ...), 'none' or a dict.
+        factor_norm: norm after each factor conv, same choices.
         projection_norm: norm after each projection conv (``norm_local``).
         factor_act / projection_act: activations of factors / projection ('none' to drop).
         scale_init: initial value of every α_n (``init_a``; 0 switches the terms off at start).
@@ -68,12 +70,12 @@ class PDCBlock(ResNetBlock):
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
         check_positive_int('num_projection_convs', num_projection_convs)
         input_norm_cfg = norm_cfg_option('input_norm', input_norm)
-        factor_norm_cfg = norm_cfg_option('factor_norm', factor_norm)
-        projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
-        factor_act_cfg = act_cfg_option('factor_act', factor_act)
-        projection_act_cfg = act_cfg_option('projection_act', projection_act)
+        factor_norm = norm_cfg_option('factor_norm', factor_norm)
+        projection_norm = norm_cfg_option('projection_norm', projection_norm)
+        factor_act = act_cfg_option('factor_act', factor_act)
+        projection_act = act_cfg_option('projection_act', projection_act)
         if not use_activation:
-            factor_act_cfg = projection_act_cfg = None
+            factor_act = projection_act = None
         check_number('scale_init', scale_init)
 
         self.input_norm: nn.Module = nn.Identity()
@@ -89,13 +91,13 @@ class PDCBlock(ResNetBlock):
                 projection_kernel_size=projection_kernel_size,
                 num_projection_convs=num_projection_convs,
                 conv_cfg=conv_cfg,
-                factor_norm_cfg=factor_norm_cfg,
-                factor_act_cfg=factor_act_cfg,
-                projection_norm_cfg=projection_norm_cfg,
-                projection_act_cfg=projection_act_cfg,
+                factor_norm=factor_norm,
+                factor_act=factor_act,
+                projection_norm=projection_norm,
+                projection_act=projection_act,
                 scale_init=scale_init) for n in range(2, degree + 1))
 
-    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+    def polynomial_terms(self, branch: Tensor, shortcut: Tensor) -> Tensor:
         out = branch + shortcut  # the first-degree term
         if len(self.terms) > 0:
             z = self.input_norm(shortcut)

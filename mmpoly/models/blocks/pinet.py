@@ -14,7 +14,7 @@ from .basic import ResNetBlock
 
 @MODELS.register_module()
 class PiNetBlock(ResNetBlock):
-    """Π-net block of degree N (paper eq. prodpoly_model3, realised as in SPEC §1.3).
+    """Π-net block of degree N (paper eq. (8), arXiv:2104.07916).
 
         t_1 = C z (the ResNet branch, the shared S factor),  a = A(I z) (the shared A factor)
         t_n = t_{n-1} ∘ a                                    for n = 2..N
@@ -30,8 +30,10 @@ class PiNetBlock(ResNetBlock):
         num_input_convs: k×k convs (+ norm) on the shared factor a (RP ``n_xconvs``).
         num_projection_convs: k×k convs (+ norm) on the product (RP ``n_lconvs``), may be 0.
         projection_kernel_size: odd kernel of those convs.
-        input_norm / projection_norm: 'BN', 'IN', 'none' or a dict.
-        use_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
+        input_norm / projection_norm: any norm type mmcv's ``build_norm_layer`` builds ('BN',
+            'IN' = InstanceNorm2d, 'GN', a type you registered in ``MODELS``, ...), 'none' or a
+            dict.
+        learn_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
         Other args: see :class:`ResNetBlock`.
     """
 
@@ -46,7 +48,7 @@ class PiNetBlock(ResNetBlock):
                  projection_kernel_size: int = 1,
                  input_norm: Union[None, str, dict] = 'BN',
                  projection_norm: Union[None, str, dict] = 'BN',
-                 use_scale: bool = True,
+                 learn_scale: bool = True,
                  scale_init: float = 0.0,
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='BN'),
@@ -63,7 +65,7 @@ class PiNetBlock(ResNetBlock):
         check_non_negative_int('num_input_convs', num_input_convs)
         check_non_negative_int('num_projection_convs', num_projection_convs)
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
-        check_choice('use_scale', use_scale, (True, False))
+        check_choice('learn_scale', learn_scale, (True, False))
         check_number('scale_init', scale_init)
         input_norm_cfg = norm_cfg_option('input_norm', input_norm)
         projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
@@ -83,9 +85,9 @@ class PiNetBlock(ResNetBlock):
             self.projection = build_norm_layer(projection_norm_cfg, c)[1]
         else:
             self.projection = nn.Identity()
-        self.scale = nn.Parameter(torch.tensor(float(scale_init))) if use_scale else None
+        self.scale = nn.Parameter(torch.tensor(float(scale_init))) if learn_scale else None
 
-    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+    def polynomial_terms(self, branch: Tensor, shortcut: Tensor) -> Tensor:
         shared = self.input_convs(self.input_norm(shortcut))  # the factor A, shared by degrees
         term = branch  # t_1: the factor S, shared by degrees
         higher = []

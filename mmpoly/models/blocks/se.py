@@ -11,7 +11,7 @@ from .basic import ResNetBlock
 
 @MODELS.register_module()
 class SEBlock(ResNetBlock):
-    """Squeeze-and-excitation block (paper eq. nosharing_senet_block), a second-degree term:
+    """Squeeze-and-excitation block (paper eq. (3), arXiv:2104.07916), a second-degree term:
 
         y = act( u ∘ r(p(u) C2) + I z ),   u = C1 z (the ResNet branch)
 
@@ -19,7 +19,7 @@ class SEBlock(ResNetBlock):
     Placement as in mmpretrain's SE-ResNet: after the branch's last norm, before the shortcut.
 
     Args:
-        reduction: squeeze ratio of the gate (4 on CIFAR / speech, 16 on ImageNet: SPEC §1.2);
+        reduction: squeeze ratio of the gate (4 on CIFAR / speech, 16 on ImageNet);
             must not exceed the block width.
         Other args: see :class:`ResNetBlock`. With ``use_activation=False`` the gate has no ReLU
         and no sigmoid.
@@ -46,5 +46,5 @@ class SEBlock(ResNetBlock):
             hidden_act_cfg=dict(type='ReLU') if use_activation else None,
             out_act_cfg=dict(type='Sigmoid') if use_activation else None)
 
-    def expansion(self, branch: Tensor, shortcut: Tensor) -> Tensor:
+    def polynomial_terms(self, branch: Tensor, shortcut: Tensor) -> Tensor:
         return hadamard_product([branch, self.gate(branch)]) + shortcut

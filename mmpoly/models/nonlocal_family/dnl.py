@@ -1,5 +1,5 @@
 """DNL: the disentangled non-local block, NL plus a second-degree unary term
-(paper eq. nosharing_dnl_block)."""
+(paper eq. (7), arXiv:2104.07916)."""
 from typing import Optional, Union
 
 from torch import Tensor

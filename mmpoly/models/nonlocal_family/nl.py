@@ -1,4 +1,4 @@
-"""NL: the non-local block, a third-degree polynomial (paper eq. nosharing_nl_block)."""
+"""NL: the non-local block, a third-degree polynomial (paper eq. (6), arXiv:2104.07916)."""
 from typing import Optional, Union
 
 from torch import Tensor

@@ -1,5 +1,5 @@
 """PDC-NL[3] and PDC-NL[4]: complete non-local polynomials of degree 3 and 4 without factor
-sharing (paper eqs. nosharing_complete_poly_nonlocal and nosharing_fourth_degree_nonlocal)."""
+sharing (paper eqs. (11) and (12), arXiv:2104.07916)."""
 from typing import Optional, Sequence, Tuple, Union
 
 from mmcv.cnn import ConvModule
@@ -38,7 +38,7 @@ class PDCNonLocal3(NonLocalBase):
 
     C1 = ``theta``, C2 = ``phi``, C3 = ``g``, C5 = ``c5``, C6 = ``c6``: 1×1 convs c -> c/r with
     bias. C4 = ``c4`` is a *full* factor: a 1×1 conv c -> HW with bias, whose output channel j
-    scores key position j (row i of Z C4 is query position i; SPEC §2.3 GUESS: the softmax is
+    scores key position j (row i of Z C4 is query position i; a guess: the softmax is
     over the key positions, as in NL). C4 ties the block to one feature-map size,
     ``spatial_size``. Unlike DNL, C3 and C5 are not shared. ``conv_out``: 1×1 c/r -> c (bias or
     ``norm_cfg``), zero-initialised. With ``use_softmax=False`` A3 and A2 are divided by HW
@@ -107,8 +107,9 @@ class PDCNonLocal4(PDCNonLocal3):
 
         Y[4] = Y[3] + Y[3] ∗ r( p(Z C7) C8 )
 
-    Implementation (SPEC §2.4 GUESS): Y[3] is taken after the output conv, and the gate has
-    no sigmoid (the paper's equation has none; it must stay linear in Z for degree 4):
+    Implementation (a guess: the paper gives no more detail): Y[3] is taken after the output
+    conv, and the gate has no sigmoid (the paper's equation has none; it must stay linear in Z
+    for degree 4):
 
         y3   = conv_out(y)                                  (PDC-NL[3]'s inner map y)
         s    = C8( mean_positions(Z C7) )                   (c), broadcast to every position
@@ -119,7 +120,7 @@ class PDCNonLocal4(PDCNonLocal3):
     polynomial of degree exactly 4 in x.
 
     Gate layout: with the gate (c -> c/4 -> c) in each of the four CIFAR blocks the classifier
-    has 12,045,012 parameters (12.05M, the paper prints 12.00M). The other layouts SPEC §3 lists
+    has 12,045,012 parameters (12.05M, the paper prints 12.00M). The other layouts that were tried
     (gate only in the stage-4 block: 12,001,444; gate on the c/4 inner map: 11,979,012) are not
     more natural readings of the equation, so the equation is followed as written.
 

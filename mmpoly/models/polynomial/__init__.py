@@ -1,13 +1,13 @@
 """The polynomial core shared by every block family: factors, products, projections, terms."""
 from .factor import Factor, Projection, hadamard_product
 from .gate import ChannelGate
-from .options import (ACT_TYPES, NORM_TYPES, act_cfg_option, check_choice,
+from .options import (NO_LAYER, act_cfg_option, check_choice,
                       check_non_negative_int, check_number, check_odd_kernel,
                       check_positive_int, norm_cfg_option, per_stage)
 from .term import PolynomialTerm
 
 __all__ = [
-    'ChannelGate', 'Factor', 'Projection', 'hadamard_product', 'PolynomialTerm', 'NORM_TYPES',
-    'ACT_TYPES', 'act_cfg_option', 'norm_cfg_option', 'check_choice', 'check_non_negative_int',
+    'ChannelGate', 'Factor', 'Projection', 'hadamard_product', 'PolynomialTerm', 'NO_LAYER',
+    'act_cfg_option', 'norm_cfg_option', 'check_choice', 'check_non_negative_int',
     'check_number', 'check_odd_kernel', 'check_positive_int', 'per_stage'
 ]

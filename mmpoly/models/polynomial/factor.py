@@ -1,9 +1,11 @@
 """Factors C^T z, their Hadamard product, and the projection back to the block width."""
 import functools
-from typing import Optional, Sequence
+import inspect
+from typing import Optional, Sequence, Union
 
 import torch
-from mmcv.cnn import ConvModule
+from mmcv.cnn import ConvModule, build_activation_layer
+from mmengine.registry import MODELS
 from torch import Tensor, nn
 
 from .options import check_odd_kernel, check_positive_int
@@ -12,6 +14,10 @@ from .options import check_odd_kernel, check_positive_int
 class Factor(ConvModule):
     """One factor of a polynomial term: a k×k conv (stride 1, 'same' padding, no bias),
     then an optional norm and an optional activation.
+
+    The activation is any type ``build_activation_layer`` builds: mmcv's ``ConvModule`` passes
+    ``inplace`` to every activation outside a fixed list, so one whose constructor takes no
+    ``inplace`` (mmcv's ``Clamp``, a user's own) is built here from ``act_cfg`` as given.
 
     Shapes: (B, in_channels, H, W) -> (B, out_channels, H, W).
     """
@@ -24,6 +30,7 @@ class Factor(ConvModule):
                  norm_cfg: Optional[dict] = dict(type='BN'),
                  act_cfg: Optional[dict] = None) -> None:
         check_odd_kernel('kernel_size', kernel_size)
+        own_act = act_cfg is not None and not _takes_inplace(act_cfg['type'])
         super().__init__(
             in_channels,
             out_channels,
@@ -33,7 +40,24 @@ class Factor(ConvModule):
             bias=False,
             conv_cfg=conv_cfg,
             norm_cfg=norm_cfg,
-            act_cfg=act_cfg)
+            act_cfg=None if own_act else act_cfg)
+        if own_act:  # the conv's init is the same: not LeakyReLU, so kaiming for ReLU
+            self.act_cfg = act_cfg
+            self.with_activation = True
+            self.activate = build_activation_layer(act_cfg)
+
+
+def _takes_inplace(act_type: Union[str, type]) -> bool:
+    """Whether the activation class registered as ``act_type`` accepts an ``inplace`` arg."""
+    if isinstance(act_type, str):
+        with MODELS.switch_scope_and_registry(None) as registry:
+            act_type = registry.get(act_type)
+        if act_type is None:  # unknown: left to build_activation_layer, which names it
+            return True
+    if act_type.__init__ is nn.Module.__init__:  # takes (*args, **kwargs) but passes no kwargs
+        return False
+    params = inspect.signature(act_type).parameters
+    return 'inplace' in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def hadamard_product(factors: Sequence[Tensor]) -> Tensor:

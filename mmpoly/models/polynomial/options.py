@@ -1,15 +1,19 @@
 """Validation of user options: every bad value raises a ValueError that names the option."""
+import difflib
+import inspect
 import math
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Union
+
+import mmcv.cnn  # noqa: F401  (registers mmcv's norm and activation layers in MODELS)
+from mmengine.registry import MODELS as MMENGINE_MODELS
+from mmengine.registry import Registry
+from torch import nn
 
 NormOption = Union[None, str, dict]
 ActOption = Union[None, str, dict]
 
-#: Norm layers a polynomial factor/projection may use, by mmcv registry name ('none' = no norm).
-NORM_TYPES: Tuple[str, ...] = ('BN', 'SyncBN', 'IN', 'GN', 'none')
-#: Element-wise activations, by mmcv registry name ('none' = identity).
-ACT_TYPES: Tuple[str, ...] = ('ReLU', 'LeakyReLU', 'PReLU', 'ReLU6', 'ELU', 'Sigmoid', 'Tanh',
-                              'GELU', 'SiLU', 'Swish', 'HSigmoid', 'HSwish', 'none')
+#: The option string that switches a norm or activation off (no layer is built).
+NO_LAYER = 'none'
 
 
 def check_positive_int(name: str, value: Any) -> int:
@@ -51,27 +55,83 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
-def _layer_cfg(name: str, value: Any, allowed: Tuple[str, ...], kind: str) -> Optional[dict]:
+def _registered_names(registry: Registry) -> List[str]:
+    """Every name ``registry.get`` can resolve without a scope prefix: its own and its parents'."""
+    names: List[str] = []
+    while registry is not None:
+        names.extend(registry.module_dict)
+        registry = registry.parent
+    return names
+
+
+def _check_layer_type(name: str, layer_type: Any, kind: str, builder: str) -> None:
+    """Raise a ValueError naming ``name`` unless mmcv's ``builder`` can resolve ``layer_type``.
+
+    mmcv's ``build_norm_layer`` and ``build_activation_layer`` look types up in mmengine's
+    ``MODELS`` registry as switched to the current default scope (mmpretrain's or mmdet's
+    ``MODELS`` inside a runner, whose parent is mmengine's), so the same lookup is done here: every
+    type mmcv registers ('BN2d', 'IN2d', 'RReLU', 'Clamp', ...) and every type a user registers
+    there is accepted. A class (an ``nn.Module`` subclass) is accepted as mmcv accepts it.
+    """
+    if inspect.isclass(layer_type):
+        if issubclass(layer_type, nn.Module):
+            return
+        raise ValueError(f'{name} must be an nn.Module class when given as a class, got '
+                         f'{layer_type!r}')
+    if not isinstance(layer_type, str):
+        raise ValueError(f'{name} must be {kind} type name (str), got {layer_type!r}')
+    with MMENGINE_MODELS.switch_scope_and_registry(None) as registry:
+        try:
+            found = registry.get(layer_type)
+        except KeyError:  # an unknown scope prefix such as 'nope.BN'
+            found = None
+        if found is not None:
+            return
+        names = _registered_names(registry)
+        scope = registry.scope
+    by_lower = {n.lower(): n for n in names + [NO_LAYER]}
+    close = [by_lower[n] for n in
+             difflib.get_close_matches(layer_type.lower(), by_lower, n=5, cutoff=0.6)]
+    hint = f'; close matches: {close}' if close else ''
+    raise ValueError(f'{name} must be {NO_LAYER!r} or {kind} type registered in the MODELS '
+                     f'registry that mmcv.cnn.{builder} searches (scope {scope!r} and its '
+                     f'parents; register your own with mmengine.registry.MODELS or that '
+                     f'scope\'s MODELS.register_module()), got '
+                     f'{layer_type!r}{hint}')
+
+
+def _layer_cfg(name: str, value: Any, kind: str, builder: str) -> Optional[dict]:
     if value is None:
         return None
     if isinstance(value, str):
-        check_choice(name, value, allowed)
-        return None if value == 'none' else dict(type=value)
+        if value == NO_LAYER:
+            return None
+        _check_layer_type(name, value, kind, builder)
+        return dict(type=value)
     if not isinstance(value, dict) or 'type' not in value:
-        raise ValueError(f'{name} must be a {kind} name {list(allowed)}, a dict with a "type" '
+        raise ValueError(f'{name} must be {kind} type name, {NO_LAYER!r}, a dict with a "type" '
                          f'key, or None; got {value!r}')
-    check_choice(f'{name}.type', value['type'], allowed)
-    return None if value['type'] == 'none' else dict(value)
+    if value['type'] == NO_LAYER:
+        return None
+    _check_layer_type(f'{name}.type', value['type'], kind, builder)
+    return dict(value)
 
 
 def norm_cfg_option(name: str, value: NormOption) -> Optional[dict]:
-    """Turn 'BN' / 'IN' / 'none' / dict(type=...) / None into an mmcv ``norm_cfg`` (or None)."""
-    return _layer_cfg(name, value, NORM_TYPES, 'norm')
+    """Turn 'BN' / 'IN' / 'none' / dict(type=...) / None into an mmcv ``norm_cfg`` (or None).
+
+    Any norm type that ``mmcv.cnn.build_norm_layer`` can build is accepted ('IN' is
+    InstanceNorm2d, as in mmcv).
+    """
+    return _layer_cfg(name, value, 'a norm', 'build_norm_layer')
 
 
 def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
-    """Turn 'ReLU' / 'none' / dict(type='LeakyReLU', ...) / None into an mmcv ``act_cfg``."""
-    return _layer_cfg(name, value, ACT_TYPES, 'activation')
+    """Turn 'ReLU' / 'none' / dict(type='LeakyReLU', ...) / None into an mmcv ``act_cfg``.
+
+    Any activation type that ``mmcv.cnn.build_activation_layer`` can build is accepted.
+    """
+    return _layer_cfg(name, value, 'an activation', 'build_activation_layer')
 
 
 def per_stage(name: str, value: Any, num_stages: int) -> list:

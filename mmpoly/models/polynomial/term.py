@@ -6,11 +6,12 @@ from mmengine.model import BaseModule
 from torch import Tensor, nn
 
 from .factor import Factor, Projection, hadamard_product
-from .options import check_number, check_positive_int
+from .options import (ActOption, NormOption, act_cfg_option, check_number, check_positive_int,
+                      norm_cfg_option)
 
 
 class PolynomialTerm(BaseModule):
-    """The degree-``degree`` term of a PDC expansion (paper eq. nosharing_model_no_sharing).
+    """The degree-``degree`` term of a PDC expansion (paper eq. (10), arXiv:2104.07916).
 
     It owns ``degree`` factor layers (nothing is shared with other degrees), multiplies them
     element-wise, projects the product back to ``out_channels`` and scales it by a learnable
@@ -23,8 +24,9 @@ class PolynomialTerm(BaseModule):
         out_channels: width of the term's output (the block width).
         factor_kernel_size / projection_kernel_size: odd conv kernel sizes.
         num_projection_convs: number of convs in the projection.
-        factor_norm_cfg / factor_act_cfg: norm and activation after each factor conv.
-        projection_norm_cfg / projection_act_cfg: norm and activation after each projection conv.
+        factor_norm / factor_act: norm and activation after each factor conv ('BN', 'IN',
+            'ReLU', ..., 'none', a dict or None, as in :class:`~mmpoly.models.blocks.PDCBlock`).
+        projection_norm / projection_act: norm and activation after each projection conv.
         scale_init: initial α_n (0 in the official code: the term starts switched off).
 
     Shapes: z (B, in_channels, H, W) -> (B, out_channels, H, W).
@@ -39,10 +41,10 @@ class PolynomialTerm(BaseModule):
                  projection_kernel_size: int = 3,
                  num_projection_convs: int = 1,
                  conv_cfg: Optional[dict] = None,
-                 factor_norm_cfg: Optional[dict] = dict(type='BN'),
-                 factor_act_cfg: Optional[dict] = None,
-                 projection_norm_cfg: Optional[dict] = dict(type='IN'),
-                 projection_act_cfg: Optional[dict] = None,
+                 factor_norm: NormOption = 'BN',
+                 factor_act: ActOption = None,
+                 projection_norm: NormOption = 'IN',
+                 projection_act: ActOption = None,
                  scale_init: float = 0.0,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
@@ -51,13 +53,17 @@ class PolynomialTerm(BaseModule):
             raise ValueError(f'degree of a PolynomialTerm must be >= 2 (degree 1 is the ResNet '
                              f'branch), got {degree}')
         check_number('scale_init', scale_init)
+        factor_norm = norm_cfg_option('factor_norm', factor_norm)
+        factor_act = act_cfg_option('factor_act', factor_act)
+        projection_norm = norm_cfg_option('projection_norm', projection_norm)
+        projection_act = act_cfg_option('projection_act', projection_act)
         self.degree = degree
         self.factors = nn.ModuleList(
             Factor(in_channels, hidden_channels, factor_kernel_size, conv_cfg=conv_cfg,
-                   norm_cfg=factor_norm_cfg, act_cfg=factor_act_cfg) for _ in range(degree))
+                   norm_cfg=factor_norm, act_cfg=factor_act) for _ in range(degree))
         self.projection = Projection(hidden_channels, out_channels, projection_kernel_size,
                                      num_projection_convs, conv_cfg=conv_cfg,
-                                     norm_cfg=projection_norm_cfg, act_cfg=projection_act_cfg)
+                                     norm_cfg=projection_norm, act_cfg=projection_act)
         self.scale = nn.Parameter(torch.tensor(float(scale_init)))
 
     def forward(self, z: Tensor) -> Tensor:

@@ -1,0 +1,98 @@
+"""Paths and small utilities shared by the tests (imported as ``from helpers import ...``)."""
+import importlib.util
+import pickle
+from pathlib import Path
+from types import ModuleType
+from typing import Tuple
+
+import torch
+import torch.nn.functional as F
+from mmengine.config import Config
+from torch import Tensor
+
+from mmpoly.datasets.local import LocalFashionMNIST
+from mmpoly.utils.complexity import build_model
+
+#: The repository root, and its configs / tools.
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / 'configs'
+TOOLS = REPO / 'tools'
+#: Where Debian's fashion-mnist package puts the dataset (mmpoly's LocalFashionMNIST default).
+FASHION_MNIST = Path(LocalFashionMNIST.DEBIAN_ROOT)
+
+
+def runtime_tail(checkpoint_interval: str, log_interval: int = 5,
+                 dist_backend: str = 'gloo') -> str:
+    """The runtime part of the small self-contained configs that end-to-end tests write (hooks,
+    env, visualizer, seed). ``checkpoint_interval`` is config text: a number, or a format
+    field such as ``'{epochs}'`` that the test fills in later."""
+    return f'''\
+default_hooks = dict(
+    timer=dict(type='IterTimerHook'),
+    logger=dict(type='LoggerHook', interval={log_interval}),
+    param_scheduler=dict(type='ParamSchedulerHook'),
+    checkpoint=dict(type='CheckpointHook', interval={checkpoint_interval}),
+    sampler_seed=dict(type='DistSamplerSeedHook'),
+    visualization=dict(type='VisualizationHook', enable=False))
+env_cfg = dict(cudnn_benchmark=False, mp_cfg=dict(mp_start_method='fork', opencv_num_threads=0),
+               dist_cfg=dict(backend={dist_backend!r}))
+visualizer = dict(type='UniversalVisualizer', vis_backends=[dict(type='LocalVisBackend')])
+log_level = 'INFO'
+load_from = None
+resume = False
+randomness = dict(seed=0, deterministic=False)
+'''
+
+
+def load_tool(name: str) -> ModuleType:
+    """Import ``tools/<name>.py`` (e.g. ``'train'``, ``'analysis_tools/paper_table'``).
+
+    It gets a private module name, ``mmpoly_tools_<file stem>``: ``tools/test.py`` must not
+    shadow the stdlib package ``test``.
+    """
+    path = TOOLS / f'{name}.py'
+    spec = importlib.util.spec_from_file_location(f'mmpoly_tools_{path.stem}', path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_from_config(name: str, part: str = 'model') -> torch.nn.Module:
+    """The model (or ``part='backbone'``) of ``configs/<name>``, built in the config's scope."""
+    return build_model(Config.fromfile(str(CONFIGS / name)), part)
+
+
+def bn_eval(x: Tensor, bn: torch.nn.BatchNorm2d) -> Tensor:
+    """Eval-mode BatchNorm computed by hand: (B, C, H, W) -> (B, C, H, W)."""
+    shape = (1, -1, 1, 1)
+    return (x - bn.running_mean.view(shape)) / torch.sqrt(bn.running_var.view(shape) + bn.eps) \
+        * bn.weight.view(shape) + bn.bias.view(shape)
+
+
+def write_pickle(path: Path, obj: dict) -> None:
+    """Write ``obj`` as CIFAR's files are: protocol-2 pickles (Python 2 era; mmpretrain reads
+    them with ``encoding='latin1'``, so str keys such as 'data' and 'labels' come back as str)."""
+    path.write_bytes(pickle.dumps(obj, protocol=2))
+
+
+def randomise(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
+    """Non-trivial weights, α and BN statistics (α = 0 would switch higher degrees off)."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn_like(p) * scale)
+        for m in module.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn_like(m.running_mean) * 0.1)
+                m.running_var.copy_(torch.rand_like(m.running_var) + 0.5)
+    return module
+
+
+def first_degree_terms(block: torch.nn.Module, x: Tensor) -> Tuple[Tensor, Tensor]:
+    """The branch C z and the projecting shortcut I z of an eval-mode block with stride 2 and a
+    downsample, computed by hand from its weights: x (B, Cin, H, W) -> 2 × (B, C, H/2, W/2)."""
+    branch = F.relu(bn_eval(F.conv2d(x, block.conv1.weight, stride=2, padding=1), block.bn1))
+    branch = bn_eval(F.conv2d(branch, block.conv2.weight, padding=1), block.bn2)
+    shortcut = bn_eval(F.conv2d(x, block.downsample[0].weight, stride=2), block.downsample[1])
+    return branch, shortcut

@@ -1,0 +1,198 @@
+"""tools/analysis_tools/benchmark.py: structure and consistency of the results (no timings)."""
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from mmengine.analysis import get_model_complexity_info
+from mmengine.config import Config
+from mmengine.registry import DefaultScope
+
+from mmpoly.registry import MODELS
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = 'configs/resnet18_1xb128_cifar10.py'
+MODEL = 'configs/pdc-comp_resnet18_1xb128_cifar10.py'
+TINY = ['--batch-size', '2', '--input-size', '32', '32', '--rounds', '1', '--iters', '1',
+        '--warmup', '1']
+
+
+def _load_tool() -> ModuleType:
+    path = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
+    spec = importlib.util.spec_from_file_location('mmpoly_tools_benchmark', path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def tool() -> ModuleType:
+    return _load_tool()
+
+
+@pytest.fixture
+def restore_torch_settings():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(False)
+
+
+def _flops(config: str, shape=(3, 32, 32)) -> int:
+    """mmengine's FLOP count of the config's classifier, computed here independently."""
+    cfg = Config.fromfile(str(ROOT / config))
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        model = MODELS.build(cfg.model).eval()
+    forward = model.forward
+    model.forward = lambda x: forward(x, mode='tensor')
+    with torch.no_grad():
+        info = get_model_complexity_info(model, input_shape=shape, show_table=False,
+                                         show_arch=False)
+    return int(info['flops'])
+
+
+def _check_consistent(results: dict) -> None:
+    base, *others = results['models']
+    assert base['baseline'] and not any(entry['baseline'] for entry in others)
+    for entry in results['models']:
+        ratios = entry['ratios']
+        assert entry['train_images_per_s'] > 0 and entry['infer_images_per_s'] > 0
+        assert ratios['train'] == pytest.approx(
+            entry['train_images_per_s'] / base['train_images_per_s'])
+        assert ratios['infer'] == pytest.approx(
+            entry['infer_images_per_s'] / base['infer_images_per_s'])
+        assert ratios['flops'] == pytest.approx(base['flops'] / entry['flops'])
+        assert entry['train_images_per_s'] == sorted(entry['train_rounds'])[
+            len(entry['train_rounds']) // 2]
+        if entry['memory_bytes'] is not None:
+            assert entry['memory_bytes'] > 0
+            assert ratios['memory'] == pytest.approx(entry['memory_bytes'] /
+                                                     base['memory_bytes'])
+    assert base['ratios']['train'] == base['ratios']['infer'] == base['ratios']['flops'] == 1
+
+
+@pytest.mark.usefixtures('restore_torch_settings')
+def test_benchmark_classifiers(tool, tmp_path, capsys):
+    out = tmp_path / 'results.json'
+    argv = [MODEL, '--baseline', BASELINE, *TINY, '--fuse', '--json', str(out),
+            '--min-train-ratio', '1e-6', '--max-memory-ratio', '1e6']
+    assert tool.main(argv) == 0  # every target trivially met
+
+    results = json.loads(out.read_text())
+    assert [e['config'] for e in results['models']] == [BASELINE, MODEL]
+    _check_consistent(results)
+    assert results['models'][1]['ratios']['flops'] == pytest.approx(
+        _flops(BASELINE) / _flops(MODEL))
+    assert all(e['flops_part'] == 'model' for e in results['models'])
+    assert all(e['input_shape'] == [3, 32, 32] for e in results['models'])
+    assert {c['target'] for c in results['checks']} == {'min_train_ratio', 'max_memory_ratio'}
+    assert results['passed'] and all(c['passed'] for c in results['checks'])
+    settings = results['settings']
+    assert settings['fuse'] and settings['flush_denormal'] and settings['batch_size'] == 2
+    assert settings['torch'] == torch.__version__ and settings['threads'] >= 1
+    assert [p.name for p in tmp_path.iterdir()] == ['results.json']  # no temporary left
+
+    printed = capsys.readouterr().out
+    assert f"threads {settings['threads']}" in printed and torch.__version__ in printed
+    assert 'pdc-comp_resnet18_1xb128_cifar10.py' in printed and 'ideal' in printed
+    assert 'PASS' in printed and 'FAIL' not in printed
+
+
+def _fake_results(train: float, infer: float, memory: float, flops: float) -> dict:
+    base = dict(config='base.py', ratios=dict(train=1.0, infer=1.0, memory=1.0, flops=1.0))
+    model = dict(config='model.py',
+                 ratios=dict(train=train, infer=infer, memory=memory, flops=flops))
+    return dict(models=[base, model])
+
+
+def test_check_targets(tool):
+    args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
+    checks = tool.check_targets(_fake_results(0.9, 0.86, 1.1, 0.89), args)
+    assert {(c['target'], c['passed']) for c in checks} == {
+        ('min_train_ratio', True), ('min_infer_ratio', False), ('max_memory_ratio', True)}
+    args = tool.parse_args(['--preset', 'cifar100-families'])
+    checks = tool.check_targets(_fake_results(0.5, 0.6, 3.0, 0.65), args)
+    # limit 0.85 × 0.65 = 0.5525: training misses it, inference meets it
+    assert [(c['ratio'], c['passed']) for c in checks] == [('train', False), ('infer', True)]
+    assert checks[0]['limit'] == pytest.approx(0.85 * 0.65)
+
+
+def test_main_exits_non_zero_on_a_miss(tool, tmp_path, monkeypatch):
+    results = dict(settings=dict(torch='x', device='cpu', device_name='cpu', threads=1,
+                                 flush_denormal=True, batch_size=1, amp=None,
+                                 channels_last=False, compile=False, fuse=False, rounds=1,
+                                 iters=1, warmup=0),
+                   baseline=BASELINE, models=[], checks=[], passed=False)
+    monkeypatch.setattr(tool, 'run_benchmark', lambda args: results)
+    out = tmp_path / 'sub' / 'r.json'
+    assert tool.main([MODEL, '--baseline', BASELINE, '--json', str(out)]) == 1
+    assert json.loads(out.read_text())['passed'] is False
+
+
+def test_presets_fill_options_and_the_command_line_wins(tool):
+    args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
+    assert args.batch_size == 64 and args.threads == 2
+    assert (args.min_train_ratio, args.min_infer_ratio, args.max_memory_ratio) == (0.85, 0.87,
+                                                                                    1.2)
+    assert os.path.basename(args.baseline) == 'resnet18_1xb128_cifar10.py'
+    assert [os.path.basename(c) for c in args.configs] == ['pdc-comp_resnet18_1xb128_cifar10.py']
+    args = tool.parse_args(['--preset', 'in1k-pdc-cmp', '--batch-size', '8'])
+    assert args.batch_size == 8 and args.input_size == [224, 224]
+    assert args.min_train_ratio == 1.30
+    args = tool.parse_args(['--preset', 'cifar-pdc-comp', '--no-memory'])
+    assert args.max_memory_ratio is None and args.min_train_ratio == 0.85
+    for preset in tool.PRESETS:  # every preset names existing configs
+        args = tool.parse_args(['--preset', preset])
+        assert all(os.path.isfile(c) for c in [args.baseline, *args.configs])
+
+
+@pytest.mark.parametrize('argv, message', [
+    ([MODEL], 'give one or more configs and --baseline, or a --preset'),
+    ([MODEL, '--baseline', BASELINE, '--batch-size', '0'], '--batch-size'),
+    ([MODEL, '--baseline', BASELINE, '--rounds', '-1'], '--rounds'),
+    ([MODEL, '--baseline', BASELINE, '--amp', '--amp-dtype', 'float16'],
+     '--amp-dtype float16 needs --device cuda'),
+    ([MODEL, '--baseline', BASELINE, '--device', 'tpu'], "invalid choice: 'tpu'"),
+    (['--preset', 'nope'], "invalid choice: 'nope'"),
+    (['configs/no_such_config.py', '--baseline', BASELINE], 'no_such_config.py'),
+    ([MODEL, '--baseline', BASELINE, '--no-memory', '--max-memory-ratio', '1.2'],
+     '--max-memory-ratio needs the memory measurement'),
+    ([MODEL, '--baseline', BASELINE, '--min-train-ratio', '0'], '--min-train-ratio'),
+])
+def test_bad_options(tool, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        tool.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='checks the error without a GPU')
+def test_cuda_without_gpu_is_an_error(tool, capsys):
+    with pytest.raises(SystemExit):
+        tool.parse_args([MODEL, '--baseline', BASELINE, '--device', 'cuda'])
+    assert '--device cuda: no CUDA device is available' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures('restore_torch_settings')
+def test_benchmark_detectors(tool):
+    argv = ['configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py', '--baseline',
+            'configs/mask-rcnn_resnet18_fpn_1x_coco.py', '--batch-size', '1', '--input-size',
+            '128', '128', '--rounds', '1', '--iters', '1', '--warmup', '0', '--fuse']
+    results = tool.run_benchmark(tool.parse_args(argv))
+    _check_consistent(results)
+    assert all(e['flops_part'] == 'backbone' and e['flops'] > 0 for e in results['models'])
+    assert all(e['memory_bytes'] > 0 for e in results['models'])
+    assert results['checks'] == [] and results['passed']
+
+
+def test_detector_input_too_small(tool):
+    args = tool.parse_args(['configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py', '--baseline',
+                            'configs/mask-rcnn_resnet18_fpn_1x_coco.py', '--input-size', '32',
+                            '32'])
+    with pytest.raises(ValueError, match='--input-size: a detector needs H and W >= 64'):
+        tool.setup(args.configs[0], args, with_flops=False)

@@ -1,0 +1,561 @@
+"""Training / inference throughput and training memory of configs, as ratios to a baseline.
+
+    python tools/analysis_tools/benchmark.py --preset cifar-pdc-comp
+    python tools/analysis_tools/benchmark.py configs/pdc_resnet18_1xb128_cifar10.py \
+        --baseline configs/resnet18_1xb128_cifar10.py --batch-size 64 --threads 2 --json out.json
+
+All models are measured in one run, interleaved: each of ``--rounds`` rounds times every model's
+training step (``model.train_step``: data preprocessor, ``loss``, backward, the config's
+optimizer step via ``build_optim_wrapper``), then every model's inference (``model.test_step``
+in ``torch.inference_mode``), each after ``--warmup`` untimed iterations; the figure is the median
+over rounds, in images/s. The order of the models alternates between rounds.
+
+Memory is that of a steady-state training step (after one untimed step has created the optimizer
+state), measured for each model in a fresh subprocess with the same options: on CPU the rise of
+the process's peak resident set size (Linux ``VmHWM``, reset through ``/proc/self/clear_refs``)
+during the step over its RSS just before it, with the allocator's free pages returned to the OS
+first (glibc ``malloc_trim``) — activations, gradients and workspace; on CUDA the rise of
+``torch.cuda.max_memory_allocated`` during the step. The JSON also has the absolute peak.
+
+Every figure is printed with its ratio to the baseline (speed: model / baseline, > 1 is faster;
+memory: model / baseline, < 1 is smaller) next to the FLOP ratio baseline FLOPs / model FLOPs
+(mmengine's count, see ``get_flops.py``), the speed ratio that FLOPs alone would predict. For
+detectors the FLOPs are the backbone's (the rest of the detector needs proposals to count).
+
+Inputs are random: classifiers get ``(B, C, H, W)`` images and random labels, detectors a few
+random boxes with box-shaped masks per image. Weights are randomly initialised (a detector's
+``Pretrained`` backbone init is dropped: no checkpoint is needed). ``--targets``-style options
+(``--min-train-ratio`` …, or a ``--preset``) make the tool exit with status 1 on a miss.
+"""
+import argparse
+import contextlib
+import copy
+import ctypes
+import gc
+import json
+import os
+import os.path as osp
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from mmengine.config import Config
+from mmengine.logging import MMLogger
+from mmengine.optim import build_optim_wrapper
+from torch import nn
+
+from mmpoly.deploy import inference_copy
+from mmpoly.utils import register_all_modules
+from mmpoly.utils.classifier_backbone import mmpoly_config_path
+from mmpoly.utils.complexity import build_model, default_input_shape, measure
+
+_MEMORY_TAG = 'MMPOLY_BENCHMARK_MEMORY '
+_CIFAR100_FAMILIES = [
+    'se_resnet18_1xb128_cifar100.py', 'pinet_resnet18_1xb128_cifar100.py',
+    'pdc3_resnet18_1xb128_cifar100.py', 'pdc4_resnet18_1xb128_cifar100.py',
+    'nl_resnet18_1xb128_cifar100.py', 'pdc-nl3_resnet18_1xb128_cifar100.py',
+    'pdc-nl4_resnet18_1xb128_cifar100.py'
+]
+#: Named target sets (issue 11): configs, baseline, settings and targets; options override them.
+PRESETS: Dict[str, Dict[str, Any]] = {
+    'cifar-pdc-comp': dict(
+        configs=['pdc-comp_resnet18_1xb128_cifar10.py'], baseline='resnet18_1xb128_cifar10.py',
+        batch_size=64, threads=2, min_train_ratio=0.85, min_infer_ratio=0.87,
+        max_memory_ratio=1.2),
+    'in1k-pdc': dict(
+        configs=['pdc_resnet18_8xb32_in1k.py'], baseline='resnet18_8xb32_in1k.py',
+        batch_size=16, input_size=[224, 224], threads=2, min_train_ratio=1.05,
+        min_infer_ratio=1.05),
+    'in1k-pdc-cmp': dict(
+        configs=['pdc-cmp_resnet18_8xb32_in1k.py'], baseline='resnet18_8xb32_in1k.py',
+        batch_size=16, input_size=[224, 224], threads=2, min_train_ratio=1.30,
+        min_infer_ratio=1.30),
+    'cifar100-families': dict(
+        configs=_CIFAR100_FAMILIES, baseline='resnet18_1xb128_cifar100.py', batch_size=64,
+        threads=2, min_flop_fraction=0.85),
+}
+#: Option defaults when neither the command line nor the preset sets them.
+DEFAULTS: Dict[str, Any] = dict(batch_size=32, threads=None, rounds=5, iters=10, warmup=2,
+                                device='cpu', amp_dtype='bfloat16')
+TARGETS = ('min_train_ratio', 'min_infer_ratio', 'max_memory_ratio', 'min_flop_fraction')
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f'must be a positive integer, got {value}')
+    return number
+
+
+def _non_negative_int(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f'must be an integer >= 0, got {value}')
+    return number
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f'must be a positive number, got {value}')
+    return number
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """Parse the options and fill them from ``--preset`` and :data:`DEFAULTS`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        description='Throughput and memory of configs as ratios to a baseline config')
+    parser.add_argument('configs', nargs='*', help='config files (or mmpoly config names)')
+    parser.add_argument('--baseline', help='the config every ratio is relative to')
+    parser.add_argument('--preset', choices=sorted(PRESETS),
+                        help='a named target set: configs, baseline, settings and targets')
+    parser.add_argument('--batch-size', type=_positive_int, help='images per step (32)')
+    parser.add_argument('--input-size', type=_positive_int, nargs=2, metavar=('H', 'W'),
+                        help='image size (default: the config\'s, 800 1333 for detectors)')
+    parser.add_argument('--threads', type=_positive_int, help='torch.set_num_threads')
+    parser.add_argument('--device', choices=['cpu', 'cuda'], help='cpu (default) or cuda')
+    parser.add_argument('--amp', action='store_true', help='mixed precision (torch.autocast)')
+    parser.add_argument('--amp-dtype', choices=['bfloat16', 'float16'],
+                        help='autocast dtype (bfloat16; float16 needs --device cuda)')
+    parser.add_argument('--channels-last', action='store_true',
+                        help='models and inputs in channels_last memory format')
+    parser.add_argument('--compile', action='store_true', help='torch.compile every model')
+    parser.add_argument('--fuse', action='store_true',
+                        help='time inference of mmpoly.deploy.inference_copy (BN and α folded) '
+                        'of every model, the baseline included')
+    parser.add_argument('--no-flush-denormal', action='store_true',
+                        help='keep CPU denormals (flushed by default: they can slow float32 '
+                        'training many times)')
+    parser.add_argument('--rounds', type=_positive_int, help='rounds over all models (5)')
+    parser.add_argument('--iters', type=_positive_int, help='timed iterations per round (10)')
+    parser.add_argument('--warmup', type=_non_negative_int,
+                        help='untimed iterations before each timing (2)')
+    parser.add_argument('--no-memory', action='store_true', help='skip the memory measurement')
+    parser.add_argument('--json', metavar='OUT', help='write the results to this JSON file')
+    parser.add_argument('--min-train-ratio', type=_positive_float,
+                        help='fail unless every model trains at least this × the baseline')
+    parser.add_argument('--min-infer-ratio', type=_positive_float,
+                        help='fail unless every model infers at least this × the baseline')
+    parser.add_argument('--max-memory-ratio', type=_positive_float,
+                        help='fail unless every model\'s training memory is at most this × '
+                        'the baseline\'s')
+    parser.add_argument('--min-flop-fraction', type=_positive_float,
+                        help='fail unless every model\'s train and inference ratios are at '
+                        'least this × its FLOP ratio')
+    parser.add_argument('--_memory-of', type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if args.no_memory and args.max_memory_ratio is not None:
+        parser.error('--max-memory-ratio needs the memory measurement (drop --no-memory)')
+    preset = PRESETS.get(args.preset, {})
+    if args.no_memory:  # a preset's memory target is dropped with the measurement
+        preset = {key: value for key, value in preset.items() if key != 'max_memory_ratio'}
+    for key in ('batch_size', 'input_size', 'threads', 'rounds', 'iters', 'warmup', 'device',
+                'amp_dtype', *TARGETS):
+        if getattr(args, key) is None:
+            setattr(args, key, preset.get(key, DEFAULTS.get(key)))
+    if not args.configs:
+        args.configs = list(preset.get('configs', []))
+    if args.baseline is None:
+        args.baseline = preset.get('baseline')
+    if args.baseline is None or not args.configs:
+        parser.error('give one or more configs and --baseline, or a --preset '
+                     f'({", ".join(sorted(PRESETS))})')
+    if args.device == 'cuda' and not torch.cuda.is_available():
+        parser.error('--device cuda: no CUDA device is available (use --device cpu)')
+    if args.amp and args.amp_dtype == 'float16' and args.device == 'cpu':
+        parser.error('--amp-dtype float16 needs --device cuda; on CPU use bfloat16')
+    try:
+        args.baseline = _config_path(args.baseline)
+        args.configs = [_config_path(c) for c in args.configs]
+    except FileNotFoundError as error:
+        parser.error(str(error))
+    return args
+
+
+def _config_path(name: str) -> str:
+    if osp.isfile(name):
+        return name
+    return mmpoly_config_path(osp.basename(name))
+
+
+def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
+    """Set threads and denormal flushing; return the settings printed in the header."""
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    flush = False
+    if args.device == 'cpu':
+        flush = torch.set_flush_denormal(not args.no_flush_denormal) and \
+            not args.no_flush_denormal
+    return dict(
+        torch=torch.__version__,
+        device=args.device,
+        device_name=(torch.cuda.get_device_name() if args.device == 'cuda' else
+                     platform.processor() or platform.machine()),
+        threads=torch.get_num_threads(),
+        flush_denormal=flush,
+        batch_size=args.batch_size,
+        input_size=args.input_size,
+        amp=args.amp_dtype if args.amp else None,
+        channels_last=args.channels_last,
+        compile=args.compile,
+        fuse=args.fuse,
+        rounds=args.rounds,
+        iters=args.iters,
+        warmup=args.warmup)
+
+
+def _is_detector(model: nn.Module) -> bool:
+    from mmdet.models.detectors import BaseDetector
+    return isinstance(model, BaseDetector)
+
+
+def load_config(path: str) -> Config:
+    """The config, with its data preprocessor in the model (as the Runner does) and without a
+    ``Pretrained`` backbone init (benchmarks need no checkpoint)."""
+    cfg = Config.fromfile(path)
+    if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
+        cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
+    backbone = cfg.model.get('backbone')
+    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
+            backbone.init_cfg.get('type') == 'Pretrained':
+        backbone.init_cfg = None
+    return cfg
+
+
+def _classifier_batch(cfg: Config, shape: Tuple[int, int, int], batch_size: int,
+                      device: str) -> dict:
+    from mmpretrain.structures import DataSample
+    num_classes = cfg.model.head.num_classes
+    labels = torch.randint(num_classes, (batch_size, ))
+    return dict(
+        inputs=torch.rand(batch_size, *shape, device=device) * 255,
+        data_samples=[DataSample().set_gt_label(int(label)) for label in labels])
+
+
+def _detector_batch(cfg: Config, shape: Tuple[int, int, int], batch_size: int, device: str,
+                    num_boxes: int = 3) -> dict:
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData
+    _, height, width = shape
+    num_classes = cfg.model.roi_head.bbox_head.num_classes
+    samples = []
+    for index in range(batch_size):
+        x1 = torch.randint(0, width // 2, (num_boxes, ))
+        y1 = torch.randint(0, height // 2, (num_boxes, ))
+        x2 = x1 + torch.randint(max(width // 8, 1), width // 2, (num_boxes, ))
+        y2 = y1 + torch.randint(max(height // 8, 1), height // 2, (num_boxes, ))
+        masks = np.zeros((num_boxes, height, width), dtype=np.uint8)
+        for i in range(num_boxes):
+            masks[i, y1[i]:y2[i], x1[i]:x2[i]] = 1
+        sample = DetDataSample(metainfo=dict(
+            img_id=index, img_shape=(height, width), ori_shape=(height, width),
+            scale_factor=(1.0, 1.0)))
+        sample.gt_instances = InstanceData(
+            bboxes=torch.stack([x1, y1, x2, y2], dim=1).float(),
+            labels=torch.randint(num_classes, (num_boxes, )),
+            masks=BitmapMasks(masks, height, width))
+        samples.append(sample.to(device))
+    return dict(inputs=torch.rand(batch_size, *shape, device=device) * 255,
+                data_samples=samples)
+
+
+@dataclass
+class Bench:
+    """One model set up for timing: its steps, FLOPs and parameters."""
+    config: str
+    train_step: Callable[[], None]
+    infer_step: Callable[[], None]
+    flops: Optional[int]
+    flops_part: str
+    params: int
+    input_shape: Tuple[int, int, int]
+
+
+def _autocast(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    if not args.amp:
+        return contextlib.nullcontext()
+    return torch.autocast(args.device, dtype=getattr(torch, args.amp_dtype))
+
+
+def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Bench:
+    """Build the model, optimizer wrapper and a random batch of ``config``."""
+    cfg = load_config(config)
+    model = build_model(cfg)
+    detector = _is_detector(model)
+    shape = default_input_shape(cfg)
+    if detector:
+        shape = (shape[0], 800, 1333)
+    if args.input_size:
+        shape = (shape[0], *args.input_size)
+    if detector and min(shape[1:]) < 64:
+        raise ValueError(f'--input-size: a detector needs H and W >= 64 (its FPN reaches '
+                         f'stride 64), got {shape[1]} {shape[2]}')
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel('WARNING')  # init_weights logs every initialised tensor
+    try:
+        model.init_weights()
+    finally:
+        logger.setLevel(level)
+    model.to(args.device)
+    make_batch = _detector_batch if detector else _classifier_batch
+    batch = make_batch(cfg, shape, args.batch_size, args.device)
+    if args.channels_last:
+        model.to(memory_format=torch.channels_last)
+        batch['inputs'] = batch['inputs'].contiguous(memory_format=torch.channels_last)
+    optim_cfg = copy.deepcopy(cfg.optim_wrapper)
+    if args.amp and args.device == 'cuda':
+        optim_cfg.update(type='AmpOptimWrapper', dtype=args.amp_dtype)
+    optim_wrapper = build_optim_wrapper(model, optim_cfg)
+    infer_model = inference_copy(model) if args.fuse else model
+    if args.compile:
+        model.compile()
+        if infer_model is not model:
+            infer_model.compile()
+    cpu_autocast = args.amp and args.device == 'cpu'
+
+    def train_step() -> None:
+        model.train()
+        with _autocast(args) if cpu_autocast else contextlib.nullcontext():
+            model.train_step(batch, optim_wrapper)
+
+    def infer_step() -> None:
+        infer_model.eval()
+        with torch.inference_mode(), _autocast(args):
+            infer_model.test_step(batch)
+
+    part = 'backbone' if detector else 'model'
+    flops = measure(cfg, part, shape).flops if with_flops else None
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return Bench(config, train_step, infer_step, flops, part, params, shape)
+
+
+def _sync(device: str) -> None:
+    if device == 'cuda':
+        torch.cuda.synchronize()
+
+
+def time_images_per_s(step: Callable[[], None], args: argparse.Namespace) -> float:
+    """Images/s of ``args.iters`` calls of ``step`` after ``args.warmup`` untimed ones."""
+    for _ in range(args.warmup):
+        step()
+    _sync(args.device)
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    _sync(args.device)
+    return args.batch_size * args.iters / (time.perf_counter() - start)
+
+
+def _proc_status_kib(field: str) -> int:
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith(field + ':'):
+                return int(line.split()[1])
+    raise RuntimeError(f'/proc/self/status has no {field}')
+
+
+def _release_free_memory() -> bool:
+    """Return the allocator's free pages to the OS (glibc ``malloc_trim``); False if unknown."""
+    gc.collect()
+    try:
+        ctypes.CDLL('libc.so.6').malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def training_memory(bench: Bench, args: argparse.Namespace) -> Dict[str, Any]:
+    """Peak memory rise of one steady-state training step (see the module docstring).
+
+    One untimed step first creates the optimizer state (and compiles, with ``--compile``).
+    """
+    bench.train_step()
+    if args.device == 'cuda':
+        _sync(args.device)
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        bench.train_step()
+        _sync(args.device)
+        peak = torch.cuda.max_memory_allocated()
+        return dict(memory_bytes=peak - before, peak_memory_bytes=peak,
+                    memory_method='rise of torch.cuda.max_memory_allocated in a training step')
+    trimmed = _release_free_memory()
+    before = _proc_status_kib('VmRSS')
+    try:
+        with open('/proc/self/clear_refs', 'w') as clear_refs:
+            clear_refs.write('5')  # reset VmHWM (the peak RSS) to the current RSS
+        method = 'rise of the peak RSS (VmHWM) in a training step'
+    except OSError:
+        method = 'process peak RSS (VmHWM, not resettable here) minus RSS before a step'
+    if not trimmed:
+        method += ' (no malloc_trim: freed memory kept by the allocator is not counted)'
+    bench.train_step()
+    peak = _proc_status_kib('VmHWM')
+    return dict(memory_bytes=(peak - before) * 1024, peak_memory_bytes=peak * 1024,
+                memory_method=method)
+
+
+def _memory_in_subprocess(index: int, args: argparse.Namespace) -> Dict[str, Any]:
+    command = [sys.executable, osp.abspath(__file__), *args.argv, '--_memory-of', str(index)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.startswith(_MEMORY_TAG)]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f'the memory measurement of {_models(args)[index]} failed '
+                           f'(exit {result.returncode}):\n{result.stderr[-3000:]}')
+    return json.loads(lines[-1][len(_MEMORY_TAG):])
+
+
+def _models(args: argparse.Namespace) -> List[str]:
+    """The baseline first, then the configs."""
+    return [args.baseline, *args.configs]
+
+
+def _ratio(value: Optional[float], reference: Optional[float]) -> Optional[float]:
+    if value is None or reference is None or reference == 0:
+        return None
+    return value / reference
+
+
+def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
+    """Measure every model of ``args`` interleaved; return the results (see ``--json``)."""
+    register_all_modules()
+    settings = apply_settings(args)
+    names = _models(args)
+    benches = [setup(name, args) for name in names]
+    train_rounds: List[List[float]] = [[] for _ in names]
+    infer_rounds: List[List[float]] = [[] for _ in names]
+    for round_index in range(args.rounds):
+        order = list(range(len(names)))
+        if round_index % 2:
+            order.reverse()
+        for i in order:
+            train_rounds[i].append(time_images_per_s(benches[i].train_step, args))
+        for i in order:
+            infer_rounds[i].append(time_images_per_s(benches[i].infer_step, args))
+    memory = [dict(memory_bytes=None, peak_memory_bytes=None, memory_method=None)
+              for _ in names]
+    if not args.no_memory:
+        memory = [_memory_in_subprocess(i, args) for i in range(len(names))]
+    models = []
+    for i, bench in enumerate(benches):
+        models.append(dict(
+            config=bench.config, baseline=i == 0, params=bench.params, flops=bench.flops,
+            flops_part=bench.flops_part, input_shape=list(bench.input_shape),
+            train_images_per_s=statistics.median(train_rounds[i]),
+            infer_images_per_s=statistics.median(infer_rounds[i]),
+            train_rounds=train_rounds[i], infer_rounds=infer_rounds[i], **memory[i]))
+    base = models[0]
+    for entry in models:
+        entry['ratios'] = dict(
+            train=_ratio(entry['train_images_per_s'], base['train_images_per_s']),
+            infer=_ratio(entry['infer_images_per_s'], base['infer_images_per_s']),
+            memory=_ratio(entry['memory_bytes'], base['memory_bytes']),
+            flops=_ratio(base['flops'], entry['flops']))
+    results = dict(settings=settings, baseline=args.baseline, preset=args.preset,
+                   models=models)
+    results['checks'] = check_targets(results, args)
+    results['passed'] = all(check['passed'] for check in results['checks'])
+    return results
+
+
+def check_targets(results: Dict[str, Any], args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """One entry per (model, target) of the ``--min-*`` / ``--max-*`` options."""
+    checks = []
+    for entry in results['models'][1:]:
+        ratios = entry['ratios']
+        wanted: List[Tuple[str, str, float, float]] = []  # (target, ratio, limit, sign)
+        if args.min_train_ratio is not None:
+            wanted.append(('min_train_ratio', 'train', args.min_train_ratio, 1))
+        if args.min_infer_ratio is not None:
+            wanted.append(('min_infer_ratio', 'infer', args.min_infer_ratio, 1))
+        if args.max_memory_ratio is not None:
+            wanted.append(('max_memory_ratio', 'memory', args.max_memory_ratio, -1))
+        if args.min_flop_fraction is not None and ratios['flops'] is not None:
+            limit = args.min_flop_fraction * ratios['flops']
+            wanted += [('min_flop_fraction', 'train', limit, 1),
+                       ('min_flop_fraction', 'infer', limit, 1)]
+        for target, ratio, limit, sign in wanted:
+            value = ratios[ratio]
+            checks.append(dict(config=entry['config'], target=target, ratio=ratio,
+                               value=value, limit=limit,
+                               passed=value is not None and sign * (value - limit) >= 0))
+    return checks
+
+
+def write_json(results: Dict[str, Any], path: str) -> None:
+    """Write ``results`` atomically: a temporary file in the same directory, then a rename."""
+    directory = osp.dirname(osp.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix='.benchmark-', suffix='.json', dir=directory)
+    try:
+        with os.fdopen(handle, 'w') as out:
+            json.dump(results, out, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _fmt_ratio(value: Optional[float]) -> str:
+    return '   n/a' if value is None else f'{value:5.2f}×'
+
+
+def format_results(results: Dict[str, Any]) -> str:
+    """The header (settings) and one line per model, each figure with its baseline ratio."""
+    s = results['settings']
+    lines = [f"torch {s['torch']} | device {s['device']} ({s['device_name']}) | threads "
+             f"{s['threads']} | flush denormal {s['flush_denormal']} | batch {s['batch_size']}"
+             f" | amp {s['amp']} | channels_last {s['channels_last']} | compile {s['compile']}"
+             f" | fuse {s['fuse']} | {s['rounds']} rounds × ({s['warmup']} warm-up + "
+             f"{s['iters']} iters), median",
+             f"baseline: {results['baseline']}"]
+    for entry in results['models']:
+        r = entry['ratios']
+        memory = 'memory n/a' if entry['memory_bytes'] is None else \
+            f"memory {entry['memory_bytes'] / 2**20:8.1f} MiB ({_fmt_ratio(r['memory'])})"
+        flops = 'FLOPs n/a' if entry['flops'] is None else \
+            f"{entry['flops_part']} FLOPs {entry['flops'] / 1e9:7.3f}G (ideal " \
+            f"{_fmt_ratio(r['flops'])})"
+        lines.append(
+            f"{osp.basename(entry['config']):45s} "
+            f"input {'x'.join(map(str, entry['input_shape']))} | "
+            f"train {entry['train_images_per_s']:8.1f} img/s ({_fmt_ratio(r['train'])}) | "
+            f"infer {entry['infer_images_per_s']:8.1f} img/s ({_fmt_ratio(r['infer'])}) | "
+            f"{memory} | {flops} | params {entry['params'] / 1e6:.2f}M")
+    for check in results['checks']:
+        relation = '<=' if check['target'].startswith('max') else '>='
+        value = 'n/a' if check['value'] is None else f"{check['value']:.3f}"
+        lines.append(f"{'PASS' if check['passed'] else 'FAIL'} {osp.basename(check['config'])}"
+                     f": {check['ratio']} ratio {value} {relation} {check['limit']:.3f} "
+                     f"({check['target']})")
+    return '\n'.join(lines)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    if args._memory_of is not None:  # child process of the memory measurement
+        register_all_modules()
+        apply_settings(args)
+        bench = setup(_models(args)[args._memory_of], args, with_flops=False)
+        print(_MEMORY_TAG + json.dumps(training_memory(bench, args)), flush=True)
+        return 0
+    results = run_benchmark(args)
+    print(format_results(results))
+    if args.json:
+        write_json(results, args.json)
+    return 0 if results['passed'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
