@@ -16,7 +16,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = osp.dirname(osp.abspath(__file__))
 #: What goes to ``mmpoly/.mim/``, relative to the repository root.
-MIM_FILES = ('configs', 'tools', 'model-index.yml')
+MIM_FILES = ('configs', 'tools', 'checkpoints', 'model-index.yml')
 _IGNORED = shutil.ignore_patterns('__pycache__', '*.pyc', '*.pyo')
 
 

@@ -196,3 +196,22 @@ def test_detector_input_too_small(tool):
                             '32'])
     with pytest.raises(ValueError, match='--input-size: a detector needs H and W >= 64'):
         tool.setup(args.configs[0], args, with_flops=False)
+
+
+@pytest.mark.usefixtures('restore_torch_settings')
+def test_saved_activations_scale_with_the_batch(tool):
+    """The activation memory is exact: twice the batch saves twice the bytes (up to the
+    per-channel BN statistics), and no parameter is counted."""
+    sizes = []
+    for batch_size in (2, 4):
+        args = tool.parse_args([MODEL, '--baseline', BASELINE, '--batch-size', str(batch_size),
+                                '--input-size', '16', '16'])
+        tool.apply_settings(args)
+        bench = tool.setup(MODEL, args, with_flops=False)
+        sizes.append(tool.saved_activation_bytes(bench))
+    params = sum(p.numel() * p.element_size() for p in bench.model.parameters())
+    assert sizes[0] > 0
+    # linear in the batch; the parameters (a constant, larger than the activations here) would
+    # break that if they were counted
+    assert params > sizes[0]
+    assert sizes[1] == pytest.approx(2 * sizes[0], rel=0.02)

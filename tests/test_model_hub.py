@@ -76,7 +76,7 @@ def test_list_models_finds_the_pdc_configs():
                       if p.stem in _metafile_models())
     assert len(expected) > 30 and FASHION in expected and 'pdc_resnet18_8xb32_in1k' in expected
     assert [n for n in pdc if n in mmpoly_model_names()] == expected
-    assert list_models('pdc_resnet8') == [FASHION]
+    assert list_models('pdc_resnet8_1xb128_') == [FASHION]  # the zoo's are pdc_resnet8_1xb128-*
     assert FASHION in list_models(task='Image Classification')
 
 

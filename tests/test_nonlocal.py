@@ -386,3 +386,46 @@ def test_invalid_options_name_the_option(cls, kwargs, field):
 def test_wrong_channels_raise():
     with pytest.raises(ValueError, match=r'expects a \(B, 16, H, W\) feature map'):
         NonLocalBlock(16)(torch.randn(1, 8, 4, 4))
+
+
+@pytest.mark.parametrize('use_softmax', [True, False])
+@pytest.mark.parametrize('positions,d,d_v', [(64, 4, 6), (4, 8, 8)])  # re-associated or not
+def test_pairwise_product_equals_the_explicit_map(use_softmax, positions, d, d_v):
+    """(Z C1)(Z C2)ᵀ (Z C3) through the fused / re-associated paths equals the explicit HW × HW
+    map (softmaxed with the scale, or divided by HW), values and gradients, in float64."""
+    from mmpoly.models.nonlocal_family import pairwise_product
+    q, k, v = (torch.randn(3, positions, width, dtype=torch.float64, requires_grad=True)
+               for width in (d, d, d_v))
+    scale = 0.37
+    scores = torch.bmm(q, k.transpose(1, 2))
+    weights = (scores * scale).softmax(-1) if use_softmax else scores / positions
+    expected = torch.bmm(weights, v)
+    actual = pairwise_product(q, k, v, use_softmax, scale)
+    torch.testing.assert_close(actual, expected, rtol=1e-10, atol=1e-12)
+    grad = torch.randn_like(expected)
+    torch.testing.assert_close(torch.autograd.grad(actual, (q, k, v), grad),
+                               torch.autograd.grad(expected, (q, k, v), grad),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_fused_attention_flops_count_as_the_explicit_map():
+    """mmpoly's FLOP count of scaled_dot_product_attention equals mmengine's count of the same
+    product written as bmm → softmax → bmm, so NL FLOPs did not change with the fused kernel."""
+    import torch.nn.functional as F
+    from mmengine.analysis import FlopAnalyzer
+
+    from mmpoly.utils.complexity import attention_flops
+
+    class Explicit(torch.nn.Module):
+        def forward(self, q):
+            return torch.bmm(torch.bmm(q, q.transpose(1, 2)).softmax(-1), q[..., :3])
+
+    class Fused(torch.nn.Module):
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, q, q[..., :3])
+
+    q = torch.randn(2, 10, 5)
+    explicit = FlopAnalyzer(Explicit(), (q, )).total()
+    fused = FlopAnalyzer(Fused(), (q, ))
+    fused.set_op_handle('aten::scaled_dot_product_attention', attention_flops)
+    assert explicit == fused.total() == 2 * 10 * 10 * (5 + 3)

@@ -65,7 +65,8 @@ def test_wheel_carries_configs_tools_and_model_index(dists):
                  'mmpoly/.mim/configs/pdc_resnet8_1xb128_fashion-mnist.py',
                  'mmpoly/.mim/configs/_base_/default_runtime.py',
                  'mmpoly/.mim/tools/train.py', 'mmpoly/.mim/tools/test.py',
-                 'mmpoly/.mim/tools/dist_train.sh'):
+                 'mmpoly/.mim/tools/dist_train.sh',
+                 'mmpoly/.mim/checkpoints/fashion-mnist/README.md'):
         assert path in names, path
     # every config / tool of the checkout, nothing compiled
     for folder in ('configs', 'tools'):
@@ -85,7 +86,8 @@ def test_sdist_carries_sources_without_mim_links(dists):
         names = {n.split('/', 1)[1] for n in tf.getnames() if '/' in n}
     for path in ('setup.py', 'MANIFEST.in', 'README.md', 'model-index.yml', 'mmpoly/version.py',
                  'configs/metafile.yml', 'configs/_base_/default_runtime.py',
-                 'configs/pdc_resnet18_8xb32_in1k.py', 'tools/train.py', 'tools/setup_env.sh'):
+                 'configs/pdc_resnet18_8xb32_in1k.py', 'tools/train.py', 'tools/setup_env.sh',
+                 'checkpoints/fashion-mnist/README.md'):
         assert path in names, path
     assert not [n for n in names if n.startswith('mmpoly/.mim')]
 

@@ -2,12 +2,13 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 from mmcv.cnn.bricks.activation import Clamp
 from helpers import bn_eval, first_degree_terms, randomise
 from mmengine.registry import MODELS as MMENGINE_MODELS
 
 from mmpoly.models import PDCBlock, ResNetBlock
-from mmpoly.models.polynomial import hadamard_product
+from mmpoly.models.polynomial import Factor, hadamard_product
 from mmpoly.registry import MODELS
 from mmpoly.utils.complexity import count_params
 
@@ -241,3 +242,32 @@ def test_user_registered_norm_and_activation_are_built(registry):
 def test_unknown_type_is_refused_naming_field_value_and_close_matches(kwargs, message):
     with pytest.raises(ValueError, match=message):
         PDCBlock(8, 8, **kwargs)
+
+
+@pytest.mark.parametrize('affine', [False, True])
+def test_factor_instance_norm_is_instance_norm(affine):
+    """Factor computes 'IN' through group_norm (faster on CPU); it is the same function, with the
+    same gradients and state dict as nn.InstanceNorm2d."""
+    from mmpoly.models.polynomial.factor import InstanceNorm2d
+    factor = Factor(6, 6, 3, norm_cfg=dict(type='IN', affine=affine), act_cfg=None).double()
+    assert isinstance(factor.norm, InstanceNorm2d) and isinstance(factor.norm, nn.InstanceNorm2d)
+    reference = nn.InstanceNorm2d(6, affine=affine).double()
+    if affine:
+        with torch.no_grad():
+            factor.norm.weight.uniform_(0.5, 1.5)
+            factor.norm.bias.uniform_(-1, 1)
+        reference.load_state_dict(factor.norm.state_dict())
+    assert factor.norm.state_dict().keys() == reference.state_dict().keys()
+    x = torch.randn(3, 6, 7, 5, dtype=torch.float64, requires_grad=True)
+    y = factor.conv(x)
+    grad = torch.randn_like(y)
+    ours = torch.autograd.grad(factor.norm(y), [x], grad, retain_graph=True)[0]
+    theirs = torch.autograd.grad(reference(y), [x], grad)[0]
+    torch.testing.assert_close(factor.norm(y), reference(y), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+def test_factor_instance_norm_with_running_stats_is_torch_own():
+    factor = Factor(4, 4, 3, norm_cfg=dict(type='IN', track_running_stats=True), act_cfg=None)
+    factor.train()(torch.randn(2, 4, 5, 5))
+    assert factor.norm.running_mean.abs().sum() > 0  # nn.InstanceNorm2d's path: stats updated

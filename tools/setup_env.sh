@@ -21,7 +21,7 @@ MMCV=2.1.0
 MMPRETRAIN=1.2.0
 MMDET=3.3.0
 SKIMAGE=0.26.0
-STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v4"
+STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v5"
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 

@@ -20,7 +20,6 @@ test images.
 import json
 import os
 import os.path as osp
-import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import cv2
@@ -28,6 +27,7 @@ import numpy as np
 from mmengine.config import Config
 from pycocotools import mask as mask_utils
 
+from ..engine.saving import atomic_write
 from .local import LocalFashionMNIST
 
 __all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'write_fashion_coco',
@@ -141,18 +141,8 @@ def _compose_image(background: np.ndarray, items: List[Tuple[np.ndarray, int]],
 
 
 def _write_json_atomic(path: str, obj: dict) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=osp.dirname(path), prefix='.tmp-', suffix='.json')
-    try:
-        with os.fdopen(fd, 'w') as f:
-            json.dump(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if osp.exists(tmp):
-            os.remove(tmp)
-        raise
+    """Write JSON atomically (:func:`mmpoly.engine.saving.atomic_write`)."""
+    atomic_write(json.dumps(obj), path)
 
 
 def write_fashion_coco(out_dir: str,

@@ -2,8 +2,10 @@
 ``inference_model``, ``ImageClassificationInferencer``), by config name.
 
 ``import mmpoly`` registers mmpoly's ``model-index.yml`` (the models of ``configs/metafile.yml``)
-with :class:`mmpretrain.apis.ModelHub`; config paths resolve under the installed package's
-``.mim/`` or under the checkout (:func:`mmpoly.utils.resources.resource_path`).
+with :class:`mmpretrain.apis.ModelHub`; config paths, and the local ``Weights`` paths of the
+Fashion-MNIST model zoo (``checkpoints/fashion-mnist/``), resolve under the installed package's
+``.mim/`` or under the checkout (:func:`mmpoly.utils.resources.resource_path`), so
+``get_model(name, pretrained=True)`` loads published weights offline.
 
 mmpretrain registers its own models lazily, on the first hub lookup, and refuses names that are
 already registered. mmpoly therefore wraps that lazy step: mmpoly's entries are set aside while
@@ -14,7 +16,7 @@ weights) is the same network as mmpoly's degree-1 baseline; mmpoly's config is b
 ``get_model(mmpoly_config_path('resnet18_8xb32_in1k.py'))``.
 """
 import os.path as osp
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .resources import resource_path
 
@@ -30,8 +32,14 @@ def model_index_path() -> str:
     return resource_path('model-index.yml')
 
 
+def _absolute(path: str, root: str) -> str:
+    """``path`` joined to ``root`` unless it is absolute or a URL (``scheme://...``)."""
+    return path if osp.isabs(path) or '://' in path else osp.join(root, path)
+
+
 def _load(index_path: str) -> Dict[str, object]:
-    """mmpoly's models of ``index_path``, with config paths made absolute."""
+    """mmpoly's models of ``index_path``, with config and local weights paths made absolute
+    (relative to the index's folder)."""
     if index_path not in _LOADED:
         from modelindex.load_model_index import load
         index = load(index_path)
@@ -44,8 +52,9 @@ def _load(index_path: str) -> Dict[str, object]:
                 raise ValueError(f'model name {metainfo.name!r} appears twice in {index_path}')
             if metainfo.config is None:
                 raise ValueError(f'model {metainfo.name!r} of {index_path} has no Config')
-            if not osp.isabs(metainfo.config):
-                metainfo.config = osp.join(root, metainfo.config)
+            metainfo.config = _absolute(metainfo.config, root)
+            if metainfo.weights:
+                metainfo.weights = _absolute(metainfo.weights, root)
             models[name] = metainfo
         _LOADED[index_path] = models
     return _LOADED[index_path]
@@ -70,8 +79,9 @@ def _wrap_mmpretrain_registration(hub: type) -> None:
     setattr(hub, _WRAPPED_ATTR, True)
 
 
-def register_model_hub() -> List[str]:
-    """Register mmpoly's model index with mmpretrain's model hub (idempotent).
+def register_model_hub(index_path: Optional[str] = None) -> List[str]:
+    """Register mmpoly's model index (or the one at ``index_path``, in the same format) with
+    mmpretrain's model hub (idempotent).
 
     Returns:
         The registered (lower-case) model names.
@@ -79,7 +89,7 @@ def register_model_hub() -> List[str]:
     from mmpretrain.apis.model import ModelHub
 
     _wrap_mmpretrain_registration(ModelHub)
-    models = _load(model_index_path())
+    models = _load(index_path or model_index_path())
     for name, metainfo in models.items():
         metainfo._mmpoly = True  # marks mmpoly's entries for the wrapper above
         ModelHub._models_dict[name] = metainfo

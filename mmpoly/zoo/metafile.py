@@ -2,8 +2,13 @@
 paper rows of arXiv:2104.07916 and their measured parameters / FLOPs, plus every other classifier
 config of ``configs/`` (the data-regime and Fashion-MNIST configs) with its measured parameters.
 
-No released weights, hence no metrics: each model's ``Results`` names only its task (``Image
-Classification``, which mmpretrain's ``inference_model`` dispatches on) and its dataset.
+Each model's ``Results`` names its task (``Image Classification``, which mmpretrain's
+``inference_model`` dispatches on) and its dataset. Metrics and ``Weights`` exist only for the
+Fashion-MNIST model zoo, from the results file ``configs/zoo_results.json`` that
+``tools/model_zoo/zoo_results.py`` writes from the runs of this repository: ``Top 1 Accuracy`` is
+that of the published checkpoint (seed ``published_seed``), next to the mean and standard
+deviation over the seeds. No CIFAR, ImageNet or Speech Commands model was trained here: those
+entries have no metrics and no weights.
 """
 import re
 from collections import OrderedDict
@@ -22,6 +27,8 @@ TRAINING_DATA = {
     'cifar10': 'CIFAR-10', 'cifar100': 'CIFAR-100', 'in1k': 'ImageNet-1k',
     'cifar10-50perclass': 'CIFAR-10 (50 images per class)', 'speech-commands': 'Speech Commands',
     'fashion-mnist': 'Fashion-MNIST',
+    'fashion-mnist-50perclass': 'Fashion-MNIST (50 images per class)',
+    'fashion-mnist-lt-if100': 'Fashion-MNIST-LT (imbalance factor 100)',
     **{f'cifar10-lt-if{f}': f'CIFAR-10-LT (imbalance factor {f})' for f in (10, 20, 50, 100, 200)}
 }
 TASK = 'Image Classification'
@@ -33,6 +40,13 @@ ARCHITECTURE = {
 }
 
 
+#: (family, degree) of model fields that no paper row has (the paper's Π-net^[3] row is T-NA*'s
+#: no-activation one).
+EXTRA_MODEL_FIELDS = {'pinet3': ('Π-net', 3)}
+#: Metrics of a results-file entry, and how many decimals they keep.
+METRIC_DIGITS = 2
+
+
 def _training_data(config: str) -> str:
     suffix = Path(config).stem.rsplit('_', 1)[-1]
     if suffix not in TRAINING_DATA:
@@ -41,8 +55,25 @@ def _training_data(config: str) -> str:
     return TRAINING_DATA[suffix]
 
 
-def _results(config: str) -> List[Dict]:
-    return [OrderedDict([('Task', TASK), ('Dataset', _training_data(config)), ('Metrics', {})])]
+def _metrics(entry: Optional[Dict]) -> Dict:
+    """The ``Metrics`` of a results-file entry (see the module docstring); {} for none."""
+    if not entry:
+        return {}
+    metrics: Dict = OrderedDict()
+    if entry.get('weights'):
+        metrics['Top 1 Accuracy'] = round(entry['weights_top1'], METRIC_DIGITS)
+    if entry.get('mean') is not None:
+        metrics['Top 1 Accuracy (mean over seeds)'] = round(entry['mean'], METRIC_DIGITS)
+    if entry.get('std') is not None:
+        metrics['Top 1 Accuracy (std over seeds)'] = round(entry['std'], METRIC_DIGITS)
+    metrics['Seeds'] = len(entry.get('top1', []))
+    metrics['Diverged Seeds'] = len(entry.get('diverged_seeds', []))
+    return metrics
+
+
+def _results(config: str, entry: Optional[Dict] = None) -> List[Dict]:
+    return [OrderedDict([('Task', TASK), ('Dataset', _training_data(config)),
+                         ('Metrics', _metrics(entry))])]
 
 
 def _model_prefix(config: str) -> str:
@@ -67,11 +98,13 @@ def classifier_configs(configs_root: Union[str, Path, None] = None) -> List[str]
 
 
 def other_models(results: Sequence[RowResult],
-                 configs_root: Union[str, Path, None] = None) -> List[Dict]:
+                 configs_root: Union[str, Path, None] = None,
+                 zoo_results: Optional[Dict[str, Dict]] = None) -> List[Dict]:
     """A metafile entry for each classifier config that is no paper row (data-regime and
     Fashion-MNIST configs), with its measured parameters and the architecture and degree of
     the paper rows with the same model field (``pdc-comp_..._cifar10-lt-if10`` takes those of
-    ``pdc-comp_..._cifar10``)."""
+    ``pdc-comp_..._cifar10``; :data:`EXTRA_MODEL_FIELDS` for the others), and, for the configs
+    of ``zoo_results`` (the results file's models), their metrics and weights."""
     from mmengine.config import Config
 
     from mmpoly.utils import register_all_modules
@@ -85,7 +118,15 @@ def other_models(results: Sequence[RowResult],
         if by_prefix.setdefault(key, value) != value:
             raise ValueError(f'paper rows with model field {key!r} disagree on (family, degree): '
                              f'{by_prefix[key]} and {value} ({result.row.config})')
+    for key, value in EXTRA_MODEL_FIELDS.items():
+        by_prefix.setdefault(key, value)
     known = {result.row.config for result in results}
+    zoo_results = dict(zoo_results or {})
+    for name in zoo_results:
+        if not (root / f'{name}.py').is_file() or \
+                not _training_data(name).startswith('Fashion-MNIST'):
+            raise ValueError(f'the results file has results for {name}: only the Fashion-MNIST '
+                             f'model zoo\'s configs of {root} are trained in this repository')
     models = []
     for config in classifier_configs(root):
         if config in known:
@@ -99,17 +140,26 @@ def other_models(results: Sequence[RowResult],
         metadata = OrderedDict([('Parameters', params), ('Training Data', _training_data(config)),
                                 ('Architecture', [ARCHITECTURE[family]]),
                                 ('Polynomial Degree', degree)])
-        models.append(OrderedDict([('Name', Path(config).stem), ('Metadata', metadata),
-                                   ('In Collection', COLLECTION), ('Results', _results(config)),
-                                   ('Config', f'configs/{config}')]))
+        entry = zoo_results.pop(Path(config).stem, None)
+        model = OrderedDict([('Name', Path(config).stem), ('Metadata', metadata),
+                             ('In Collection', COLLECTION), ('Results', _results(config, entry)),
+                             ('Config', f'configs/{config}')])
+        if entry and entry.get('weights'):
+            model['Weights'] = entry['weights']
+        models.append(model)
+    if zoo_results:
+        raise ValueError(f'the results file has models that are not non-paper-row classifier '
+                         f'configs of {root}: {sorted(zoo_results)}')
     return models
 
 
 def metafile(results: Sequence[RowResult],
              configs_root: Optional[Union[str, Path]] = None,
-             with_other_configs: bool = True) -> Dict:
+             with_other_configs: bool = True,
+             zoo_results: Optional[Dict[str, Dict]] = None) -> Dict:
     """One model per config (a config can be a row of several tables), then (with
-    ``with_other_configs``) the classifier configs that are no paper row (:func:`other_models`).
+    ``with_other_configs``) the classifier configs that are no paper row (:func:`other_models`),
+    with the metrics and weights of ``zoo_results`` (the results file's models).
     """
     models: Dict[str, Dict] = OrderedDict()
     for result in results:
@@ -134,7 +184,7 @@ def metafile(results: Sequence[RowResult],
             f'{row.table} {row.model} ({row.paper_params}M in the paper)')
     all_models = list(models.values())
     if with_other_configs:
-        all_models += other_models(results, configs_root)
+        all_models += other_models(results, configs_root, zoo_results)
     architectures: List[str] = sorted({a for m in all_models
                                        for a in m['Metadata']['Architecture']})
     collection = OrderedDict(

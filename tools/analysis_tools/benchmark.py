@@ -14,8 +14,11 @@ Memory is that of a steady-state training step (after one untimed step has creat
 state), measured for each model in a fresh subprocess with the same options: on CPU the rise of
 the process's peak resident set size (Linux ``VmHWM``, reset through ``/proc/self/clear_refs``)
 during the step over its RSS just before it, with the allocator's free pages returned to the OS
-first (glibc ``malloc_trim``) — activations, gradients and workspace; on CUDA the rise of
-``torch.cuda.max_memory_allocated`` during the step. The JSON also has the absolute peak.
+first (glibc ``malloc_trim``) — activations, gradients and workspace; the median over a few
+steps, as the allocator's state varies; on CUDA the rise of ``torch.cuda.max_memory_allocated``
+during the step. The JSON also has the absolute peak. Next to it, the bytes autograd saves for
+backward in a step (distinct storages, through ``torch.autograd.graph.saved_tensors_hooks``):
+the activation memory, exact and independent of the allocator.
 
 Every figure is printed with its ratio to the baseline (speed: model / baseline, > 1 is faster;
 memory: model / baseline, < 1 is smaller) next to the FLOP ratio baseline FLOPs / model FLOPs
@@ -33,13 +36,11 @@ import copy
 import ctypes
 import gc
 import json
-import os
 import os.path as osp
 import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -52,6 +53,7 @@ from mmengine.optim import build_optim_wrapper
 from torch import nn
 
 from mmpoly.deploy import inference_copy
+from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.classifier_backbone import mmpoly_config_path
 from mmpoly.utils.complexity import build_model, default_input_shape, measure
@@ -279,6 +281,7 @@ class Bench:
     flops_part: str
     params: int
     input_shape: Tuple[int, int, int]
+    model: Optional[nn.Module] = None
 
 
 def _autocast(args: argparse.Namespace) -> contextlib.AbstractContextManager:
@@ -337,7 +340,7 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
     part = 'backbone' if detector else 'model'
     flops = measure(cfg, part, shape).flops if with_flops else None
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return Bench(config, train_step, infer_step, flops, part, params, shape)
+    return Bench(config, train_step, infer_step, flops, part, params, shape, model)
 
 
 def _sync(device: str) -> None:
@@ -375,6 +378,10 @@ def _release_free_memory() -> bool:
     return True
 
 
+#: Training steps whose CPU memory rise is measured (their median is reported).
+MEMORY_REPEATS = 3
+
+
 def training_memory(bench: Bench, args: argparse.Namespace) -> Dict[str, Any]:
     """Peak memory rise of one steady-state training step (see the module docstring).
 
@@ -389,21 +396,46 @@ def training_memory(bench: Bench, args: argparse.Namespace) -> Dict[str, Any]:
         _sync(args.device)
         peak = torch.cuda.max_memory_allocated()
         return dict(memory_bytes=peak - before, peak_memory_bytes=peak,
-                    memory_method='rise of torch.cuda.max_memory_allocated in a training step')
-    trimmed = _release_free_memory()
-    before = _proc_status_kib('VmRSS')
-    try:
-        with open('/proc/self/clear_refs', 'w') as clear_refs:
-            clear_refs.write('5')  # reset VmHWM (the peak RSS) to the current RSS
-        method = 'rise of the peak RSS (VmHWM) in a training step'
-    except OSError:
-        method = 'process peak RSS (VmHWM, not resettable here) minus RSS before a step'
+                    memory_method='rise of torch.cuda.max_memory_allocated in a training step',
+                    saved_activation_bytes=saved_activation_bytes(bench))
+    rises, peaks = [], []
+    for _ in range(MEMORY_REPEATS):  # the allocator's state varies: the median of a few steps
+        trimmed = _release_free_memory()
+        before = _proc_status_kib('VmRSS')
+        try:
+            with open('/proc/self/clear_refs', 'w') as clear_refs:
+                clear_refs.write('5')  # reset VmHWM (the peak RSS) to the current RSS
+            method = 'rise of the peak RSS (VmHWM) in a training step'
+        except OSError:
+            method = 'process peak RSS (VmHWM, not resettable here) minus RSS before a step'
+        bench.train_step()
+        peaks.append(_proc_status_kib('VmHWM'))
+        rises.append(peaks[-1] - before)
+    method += f', median of {MEMORY_REPEATS} steps'
     if not trimmed:
         method += ' (no malloc_trim: freed memory kept by the allocator is not counted)'
-    bench.train_step()
-    peak = _proc_status_kib('VmHWM')
-    return dict(memory_bytes=(peak - before) * 1024, peak_memory_bytes=peak * 1024,
-                memory_method=method)
+    return dict(memory_bytes=int(statistics.median(rises)) * 1024,
+                peak_memory_bytes=max(peaks) * 1024, memory_method=method,
+                saved_activation_bytes=saved_activation_bytes(bench))
+
+
+def saved_activation_bytes(bench: Bench) -> int:
+    """Bytes of the distinct storages autograd saves for backward in one training step, the
+    model's parameters excluded: the activation memory, measured exactly (independent of the
+    allocator)."""
+    parameters = set() if bench.model is None else \
+        {p.untyped_storage().data_ptr() for p in bench.model.parameters()}
+    storages: Dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        bench.train_step()
+    return sum(storages.values())
 
 
 def _memory_in_subprocess(index: int, args: argparse.Namespace) -> Dict[str, Any]:
@@ -443,8 +475,8 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
             train_rounds[i].append(time_images_per_s(benches[i].train_step, args))
         for i in order:
             infer_rounds[i].append(time_images_per_s(benches[i].infer_step, args))
-    memory = [dict(memory_bytes=None, peak_memory_bytes=None, memory_method=None)
-              for _ in names]
+    memory = [dict(memory_bytes=None, peak_memory_bytes=None, memory_method=None,
+                   saved_activation_bytes=None) for _ in names]
     if not args.no_memory:
         memory = [_memory_in_subprocess(i, args) for i in range(len(names))]
     models = []
@@ -461,6 +493,8 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
             train=_ratio(entry['train_images_per_s'], base['train_images_per_s']),
             infer=_ratio(entry['infer_images_per_s'], base['infer_images_per_s']),
             memory=_ratio(entry['memory_bytes'], base['memory_bytes']),
+            saved_activations=_ratio(entry['saved_activation_bytes'],
+                                     base['saved_activation_bytes']),
             flops=_ratio(base['flops'], entry['flops']))
     results = dict(settings=settings, baseline=args.baseline, preset=args.preset,
                    models=models)
@@ -494,17 +528,8 @@ def check_targets(results: Dict[str, Any], args: argparse.Namespace) -> List[Dic
 
 
 def write_json(results: Dict[str, Any], path: str) -> None:
-    """Write ``results`` atomically: a temporary file in the same directory, then a rename."""
-    directory = osp.dirname(osp.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix='.benchmark-', suffix='.json', dir=directory)
-    try:
-        with os.fdopen(handle, 'w') as out:
-            json.dump(results, out, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``results`` atomically (:func:`mmpoly.engine.saving.atomic_write`)."""
+    atomic_write(json.dumps(results, indent=2), path)
 
 
 def _fmt_ratio(value: Optional[float]) -> str:
@@ -523,7 +548,9 @@ def format_results(results: Dict[str, Any]) -> str:
     for entry in results['models']:
         r = entry['ratios']
         memory = 'memory n/a' if entry['memory_bytes'] is None else \
-            f"memory {entry['memory_bytes'] / 2**20:8.1f} MiB ({_fmt_ratio(r['memory'])})"
+            f"memory {entry['memory_bytes'] / 2**20:8.1f} MiB ({_fmt_ratio(r['memory'])}), " \
+            f"saved activations {entry['saved_activation_bytes'] / 2**20:7.1f} MiB " \
+            f"({_fmt_ratio(r['saved_activations'])})"
         flops = 'FLOPs n/a' if entry['flops'] is None else \
             f"{entry['flops_part']} FLOPs {entry['flops'] / 1e9:7.3f}G (ideal " \
             f"{_fmt_ratio(r['flops'])})"
@@ -537,7 +564,7 @@ def format_results(results: Dict[str, Any]) -> str:
         relation = '<=' if check['target'].startswith('max') else '>='
         value = 'n/a' if check['value'] is None else f"{check['value']:.3f}"
         lines.append(f"{'PASS' if check['passed'] else 'FAIL'} {osp.basename(check['config'])}"
-                     f": {check['ratio']} ratio {value} {relation} {check['limit']:.3f} "
+                     f": {check['ratio']} ratio {value}, target {relation} {check['limit']:.3f} "
                      f"({check['target']})")
     return '\n'.join(lines)
 

@@ -20,10 +20,9 @@ not log a metric is left out of that panel; a default metric no run logged is le
 figure. The PNG is written to a temporary file and renamed, so ``--out`` is never half-written.
 """
 import argparse
+import io
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -34,6 +33,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from mmpoly.engine.saving import atomic_write  # noqa: E402
 
 DEFAULT_METRICS = ('loss', 'lr', 'accuracy/top1')
 SCALARS = '*/vis_data/scalars.json'
@@ -173,17 +174,10 @@ def plot_curves(runs: Sequence[RunCurves], metrics: Sequence[str],
 
 
 def save_png(fig: Figure, out: str) -> None:
-    """Write ``fig`` to ``out`` through a temporary file in the same folder and a rename."""
-    target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{target.name}.', suffix='.tmp', dir=target.parent)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            fig.savefig(f, format='png', dpi=100)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``fig`` to ``out`` atomically (:func:`mmpoly.engine.saving.atomic_write`)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', dpi=100)
+    atomic_write(buffer.getvalue(), out)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -1,4 +1,5 @@
-"""Write (or check) the model zoo's configs/metafile.yml from the paper rows (mmpoly/zoo/).
+"""Write (or check) the model zoo's configs/metafile.yml from the paper rows (mmpoly/zoo/) and the
+Fashion-MNIST zoo's results file (configs/zoo_results.json, written by zoo_results.py).
 
     python tools/model_zoo/generate_metafile.py            # rewrite configs/metafile.yml
     python tools/model_zoo/generate_metafile.py --check    # exit 1 if it is out of date
@@ -11,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from mmpoly.engine.saving import atomic_write
 from mmpoly.zoo import paper_rows
+from mmpoly.zoo.fashion_mnist import RESULTS_FILE, load_results
 from mmpoly.zoo.metafile import dump_yaml, metafile
 from mmpoly.zoo.report import measure_rows
 
@@ -22,8 +25,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default=str(REPO / 'configs' / 'metafile.yml'))
     parser.add_argument('--check', action='store_true', help='compare instead of writing')
+    parser.add_argument('--results', default=str(RESULTS_FILE),
+                        help='the Fashion-MNIST zoo results file (default: %(default)s; absent: '
+                        'no results)')
     args = parser.parse_args(argv)
-    text = dump_yaml(metafile(measure_rows(paper_rows(), with_flops=True)))
+    text = dump_yaml(metafile(measure_rows(paper_rows(), with_flops=True),
+                              zoo_results=load_results(args.results)))
     out = Path(args.out)
     if args.check:
         current = out.read_text() if out.is_file() else ''
@@ -34,7 +41,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 1
         print(f'{out} is up to date')
         return 0
-    out.write_text(text)
+    atomic_write(text, out)
     print(f'wrote {out}')
     return 0
 

@@ -1,0 +1,8 @@
+# Fashion-MNIST model zoo: ResNet8 (degree 1), trained on the long-tailed training set, imbalance
+# factor 100 (as T-LT, Table 8 of arXiv:2104.07916) with the zoo's schedule (the same for every
+# config).
+_base_ = [
+    '_base_/models/resnet8_fashion-mnist.py',
+    '_base_/datasets/fashion-mnist-lt-if100_bs128.py',
+    '_base_/schedules/fashion-mnist_bs128_1400i.py'
+]

@@ -1,0 +1,6 @@
+# Fashion-MNIST model zoo: ResNet8 (degree 1), trained on the full training set (60,000 images) with
+# the zoo's schedule (the same for every config).
+_base_ = [
+    '_base_/models/resnet8_fashion-mnist.py', '_base_/datasets/fashion-mnist_bs128.py',
+    '_base_/schedules/fashion-mnist_bs128_1400i.py'
+]
