@@ -23,7 +23,7 @@ def test_short_fashion_mnist_training_lowers_the_loss(tmp_path):
     cfg.train_dataloader.batch_size = 64
     cfg.val_dataloader.dataset.indices = 1000  # the first 1,000 test images
     cfg.test_dataloader = cfg.val_dataloader
-    cfg.train_cfg.max_epochs = 1
+    cfg.train_cfg.max_epochs = 2
     cfg.train_cfg.val_interval = 1
     cfg.param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0,
                                 end=10)]
@@ -34,7 +34,7 @@ def test_short_fashion_mnist_training_lowers_the_loss(tmp_path):
     runner.train()
 
     losses = np.asarray(runner.message_hub.get_scalar('train/loss').data[0])
-    assert len(losses) == 48
+    assert len(losses) == 96  # 2 epochs of 48 iterations
     assert np.isfinite(losses).all()
     assert losses[-8:].mean() < 0.6 * losses[:8].mean(), losses
     accuracy = runner.message_hub.get_scalar('val/accuracy/top1').current()
