@@ -21,6 +21,21 @@ TOOLS = REPO / 'tools'
 FASHION_MNIST = Path(LocalFashionMNIST.DEBIAN_ROOT)
 
 
+#: Config text of the tiny PDC-ResNet classifier (2 stages of 8 and 16 channels, degree 2, one
+#: grey-scale input channel, 10 classes) that the end-to-end tool tests train on Fashion-MNIST.
+TINY_PDC_MODEL = """\
+model = dict(
+    type='ImageClassifier',
+    backbone=dict(type='PDCResNetCIFAR', depth=None, stage_blocks=[1, 1],
+                  stage_channels=[8, 16], in_channels=1, out_indices=(1, ),
+                  block_cfg=dict(type='PDCBlock', degree=2), hidden_channels=8),
+    neck=dict(type='GlobalAveragePooling'),
+    head=dict(type='LinearClsHead', num_classes=10, in_channels=16,
+              loss=dict(type='CrossEntropyLoss'), topk=(1, )))
+data_preprocessor = dict(num_classes=10, mean=[72.94], std=[90.02], to_rgb=False)
+"""
+
+
 def runtime_tail(checkpoint_interval: str, log_interval: int = 5,
                  dist_backend: str = 'gloo') -> str:
     """The runtime part of the small self-contained configs that end-to-end tests write (hooks,

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
-from helpers import (CONFIGS, FASHION_MNIST, REPO, load_tool, runtime_tail,
+from helpers import (CONFIGS, FASHION_MNIST, REPO, TINY_PDC_MODEL, load_tool, runtime_tail,
                      write_pickle)
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
@@ -392,16 +392,7 @@ TRAIN_CONFIG = '''\
 default_scope = 'mmpretrain'
 custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets'], allow_failed_imports=False)
 
-model = dict(
-    type='ImageClassifier',
-    backbone=dict(type='PDCResNetCIFAR', depth=None, stage_blocks=[1, 1],
-                  stage_channels=[8, 16], in_channels=1, out_indices=(1, ),
-                  block_cfg=dict(type='PDCBlock', degree=2), hidden_channels=8),
-    neck=dict(type='GlobalAveragePooling'),
-    head=dict(type='LinearClsHead', num_classes=10, in_channels=16,
-              loss=dict(type='CrossEntropyLoss'), topk=(1, )))
-data_preprocessor = dict(num_classes=10, mean=[72.94], std=[90.02], to_rgb=False)
-
+''' + TINY_PDC_MODEL + '''
 pipeline = [dict(type='PackInputs')]
 train_dataloader = dict(
     batch_size=32, num_workers=0, persistent_workers=False,

@@ -352,6 +352,9 @@ def test_setup_cpu_distributed_single_process_runner(tmp_path: Path,
         runner.train()
         assert runner.message_hub.get_scalar('val/count').current() == 16
         assert (tmp_path / 'epoch_1.pth').is_file()
+        launcher.shutdown_distributed()  # what tools/train.py and tools/test.py do at the end
+        assert not torch.distributed.is_initialized()
+        launcher.shutdown_distributed()  # a no-op without a process group
     finally:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

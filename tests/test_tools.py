@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 import mmengine
 import numpy as np
 import pytest
-from helpers import FASHION_MNIST, REPO, TOOLS, load_tool, runtime_tail
+from helpers import FASHION_MNIST, REPO, TINY_PDC_MODEL, TOOLS, load_tool, runtime_tail
 
 NUM_TRAIN, NUM_TEST = 64, 32
 TIMEOUT_S = 300  # per tool run: a hang fails the test instead of stalling the suite
@@ -35,16 +35,7 @@ CONFIG_TEMPLATE = '''\
 default_scope = 'mmpretrain'
 custom_imports = dict(imports=['mmpoly.models'], allow_failed_imports=False)
 
-model = dict(
-    type='ImageClassifier',
-    backbone=dict(type='PDCResNetCIFAR', depth=None, stage_blocks=[1, 1],
-                  stage_channels=[8, 16], in_channels=1, out_indices=(1, ),
-                  block_cfg=dict(type='PDCBlock', degree=2), hidden_channels=8),
-    neck=dict(type='GlobalAveragePooling'),
-    head=dict(type='LinearClsHead', num_classes=10, in_channels=16,
-              loss=dict(type='CrossEntropyLoss'), topk=(1, )))
-data_preprocessor = dict(num_classes=10, mean=[72.94], std=[90.02], to_rgb=False)
-
+''' + TINY_PDC_MODEL + '''
 pipeline = [dict(type='Resize', scale=32), dict(type='PackInputs')]
 train_dataloader = dict(
     batch_size=16, num_workers=0, persistent_workers=False,

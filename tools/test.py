@@ -20,7 +20,7 @@ import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 
-from mmpoly.engine import build_runner
+from mmpoly.engine import build_runner, shutdown_distributed
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError)
 from mmpoly.utils import register_all_modules
@@ -153,6 +153,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     metrics = runner.test()
     if args.out and args.out_item == 'metrics' and runner.rank == 0:
         mmengine.dump(metrics, args.out)
+    shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 
 
 if __name__ == '__main__':

@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from mmpoly.engine import ResumeError, RunLock, WorkDirLockedError, build_runner
+from mmpoly.engine import (ResumeError, RunLock, WorkDirLockedError, build_runner,
+                           shutdown_distributed)
 from mmpoly.utils import register_all_modules
 
 
@@ -134,9 +135,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     cfg = merge_args(Config.fromfile(args.config), args)
     if launcher_rank(args.launcher) != 0:  # only rank 0 locks the work_dir
         build_runner(cfg).train()
-        return
-    with RunLock(cfg.work_dir):
-        build_runner(cfg).train()
+    else:
+        with RunLock(cfg.work_dir):
+            build_runner(cfg).train()
+    shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 
 
 if __name__ == '__main__':

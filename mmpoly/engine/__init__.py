@@ -15,7 +15,7 @@ from .checkpoint import (CheckpointMismatchError, CorruptCheckpointError, StateD
                          StrictCheckpointHook, checkpoint_file_problem, compare_state_dict)
 from .hooks import ModelCheckHook, NonFiniteCheckHook, NonFiniteError
 from .launcher import (DEFAULT_GLOO_TIMEOUT_S, build_runner, cpu_model_wrapper_cfg, dist_timeout,
-                       resolve_dist_env, setup_cpu_distributed)
+                       resolve_dist_env, setup_cpu_distributed, shutdown_distributed)
 from .resume import (ResumeError, find_resume_candidates, prepare_resume, resume_problems,
                      select_checkpoint)
 from .run_lock import LOCK_FILENAME, RunLock, WorkDirLockedError, describe_run
@@ -29,6 +29,7 @@ __all__ = [
     'install_safe_checkpoint_loader', 'is_trusted_checkpoint', 'load_checkpoint_file',
     'load_from_local_safe', 'safe_checkpoint_loader_installed', 'trusted_checkpoint_paths',
     'build_runner', 'cpu_model_wrapper_cfg', 'resolve_dist_env', 'setup_cpu_distributed',
+    'shutdown_distributed',
     'DEFAULT_GLOO_TIMEOUT_S', 'dist_timeout', 'ResumeError', 'find_resume_candidates',
     'prepare_resume', 'resume_problems', 'select_checkpoint', 'LOCK_FILENAME', 'RunLock',
     'WorkDirLockedError', 'describe_run', 'AtomicCheckpointHook', 'AtomicLocalBackend',

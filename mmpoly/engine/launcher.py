@@ -17,6 +17,11 @@ torchrun ends the job. It must be a positive finite number; on the gloo path it 
 :data:`DEFAULT_GLOO_TIMEOUT_S` (300 s, printed) instead of torch's 30 minutes. A killed worker
 ends the job at once (its peers' sockets close).
 
+Clean exit: :func:`shutdown_distributed` (called by ``tools/train.py`` and ``tools/test.py`` after
+a finished run) waits for every rank and destroys the process group. Without it, a rank that
+reaches interpreter shutdown while gloo's worker threads still run dies with ``terminate called
+without an active exception`` (SIGABRT), and torchrun reports the whole job as failed.
+
 :func:`build_runner` also installs mmpoly's reliability guarantees: atomic checkpoint saving
 (:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`).
 """
@@ -35,7 +40,7 @@ from mmengine.runner import Runner
 
 __all__ = [
     'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'resolve_dist_env', 'cpu_model_wrapper_cfg',
-    'dist_timeout', 'setup_cpu_distributed', 'build_runner'
+    'dist_timeout', 'setup_cpu_distributed', 'build_runner', 'shutdown_distributed'
 ]
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
@@ -219,3 +224,15 @@ def build_runner(cfg: Config) -> Runner:
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     prepare_resume(runner)
     return runner
+
+
+def shutdown_distributed() -> None:
+    """End a finished distributed run cleanly: a barrier, then ``destroy_process_group``.
+
+    The barrier keeps a fast rank from tearing its group down while a peer still talks to it
+    (e.g. rank 0 evaluating the collected predictions). A no-op without a process group.
+    """
+    if not (torch_dist.is_available() and torch_dist.is_initialized()):
+        return
+    torch_dist.barrier()
+    torch_dist.destroy_process_group()
