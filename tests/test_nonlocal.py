@@ -429,3 +429,140 @@ def test_fused_attention_flops_count_as_the_explicit_map():
     fused = FlopAnalyzer(Fused(), (q, ))
     fused.set_op_handle('aten::scaled_dot_product_attention', attention_flops)
     assert explicit == fused.total() == 2 * 10 * 10 * (5 + 3)
+
+
+def _profiled_ops(fn) -> set:
+    """Names of the operators ``fn`` runs."""
+    from torch.profiler import profile
+    with profile() as prof:
+        fn()
+    return {event.key for event in prof.key_averages()}
+
+
+def _copied_shapes(fn) -> list:
+    """Input shapes of every ``aten::copy_`` that ``fn`` runs."""
+    from torch.profiler import profile
+    with profile(record_shapes=True) as prof:
+        fn()
+    return [event.input_shapes for event in prof.key_averages(group_by_input_shape=True)
+            if event.key == 'aten::copy_']
+
+
+def test_pairwise_product_of_nchw_views_runs_the_fused_kernel():
+    """to_positions of an NCHW map is a transposed view; pairwise_product must still reach
+    PyTorch's fused attention kernel (its unfused math fallback holds the HW × HW map and
+    trained NL about 4× slower per block at 32×32) and equal the explicit map."""
+    from mmpoly.models.nonlocal_family import pairwise_product, to_positions
+    q, k, v = (to_positions(torch.randn(2, 6, 8, 8, requires_grad=True)) for _ in range(3))
+    assert q.stride(-1) != 1  # the case the kernel's fast path does not take as given
+    ops = _profiled_ops(lambda: pairwise_product(q, k, v, True, 0.5).sum().backward())
+    assert any('flash_attention' in op for op in ops), sorted(ops)
+    assert not any('attention_math' in op for op in ops), sorted(ops)
+    expected = torch.bmm((torch.bmm(q, k.transpose(1, 2)) * 0.5).softmax(-1), v)
+    torch.testing.assert_close(pairwise_product(q, k, v, True, 0.5), expected)
+
+
+@pytest.mark.parametrize('use_softmax', [True, False])
+def test_mix_positions_of_a_transposed_map(use_softmax):
+    """The second-degree contraction of a map stored transposed (an NCHW conv output whose
+    channels index the key positions, as in PDC-NL) equals the explicit M V, values and
+    gradients (float64); it is laid out as an NCHW map and its backward never copies the map."""
+    from mmpoly.models.nonlocal_family import mix_positions, to_positions
+    keys, width, hw = 16, 3, 4
+    scores_map = torch.randn(2, keys, hw, hw, dtype=torch.float64, requires_grad=True)
+    value_map = torch.randn(2, width, hw, hw, dtype=torch.float64, requires_grad=True)
+    scores, value = to_positions(scores_map), to_positions(value_map)  # (2, 16, 16), (2, 16, 3)
+    weights = scores.softmax(-1) if use_softmax else scores / keys
+    expected = torch.bmm(weights.contiguous(), value.contiguous())
+    actual = mix_positions(scores, value, use_softmax)
+    torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12)
+    assert actual.transpose(1, 2).is_contiguous()  # (B, d, HW): to_map needs no copy
+    grad = torch.randn_like(expected)
+    torch.testing.assert_close(torch.autograd.grad(actual, (scores_map, value_map), grad),
+                               torch.autograd.grad(expected, (scores_map, value_map), grad),
+                               rtol=1e-10, atol=1e-12)
+    copied = _copied_shapes(lambda: mix_positions(scores, value, use_softmax).backward(grad))
+    assert not any([2, keys, hw * hw] in shapes or [2, hw * hw, keys] in shapes
+                   for shapes in copied), copied
+
+
+def test_factor_positions_equals_the_conv_and_counts_its_flops():
+    """PDC-NL's wide factor C4 as one batched matrix product equals the 1×1 conv (values and
+    gradients, float64), and its FLOPs are counted as the conv's (the model FLOPs are
+    unchanged); a factor it cannot compute is refused."""
+    from mmengine.analysis import FlopAnalyzer
+
+    from mmpoly.models.nonlocal_family import factor_positions
+    from mmpoly.utils.complexity import baddbmm_flops
+    block = random_double(PDCNonLocal3(8, spatial_size=(4, 4), reduction=2))
+    x = torch.randn(3, 8, 4, 4, dtype=torch.float64, requires_grad=True)
+    expected = block.c4(x).flatten(2)
+    actual = factor_positions(block.c4, x)
+    torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(expected)
+    wrt = (x, block.c4.conv.weight, block.c4.conv.bias)
+    torch.testing.assert_close(torch.autograd.grad(actual, wrt, grad),
+                               torch.autograd.grad(expected, wrt, grad))
+
+    class Product(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.factor = block.c4
+
+        def forward(self, x):
+            return factor_positions(self.factor, x)
+
+    counted = FlopAnalyzer(Product(), (x.detach(), ))
+    counted.set_op_handle('aten::baddbmm', baddbmm_flops)
+    conv_flops = FlopAnalyzer(block.c4, (x.detach(), )).total()
+    assert counted.total() == conv_flops == 3 * 16 * 8 * 16
+    with pytest.raises(ValueError, match='1×1 factor conv with bias'):
+        factor_positions(block.conv_out, x)
+
+
+@pytest.mark.parametrize('use_softmax', [True, False])
+@pytest.mark.parametrize('recompute', [True, False])
+def test_factor_mix_in_chunks_equals_the_whole_map(monkeypatch, use_softmax, recompute):
+    """PDC-NL's second-degree term computed chunk by chunk (5 images, chunks of 2) equals the
+    explicit softmax(Z C4) (Z C5) over the whole batch, values and every gradient (float64),
+    with and without autograd; with ``recompute`` it saves no position map for backward, without
+    it saves the chunks' maps and nothing as large as the whole batch's map."""
+    from mmpoly.models.nonlocal_family import attention, factor_mix, to_positions
+    block = random_double(PDCNonLocal3(8, spatial_size=(4, 4), reduction=2))
+    x = torch.randn(5, 8, 4, 4, dtype=torch.float64, requires_grad=True)
+    value = to_positions(block.c5(x))
+    scores = block.c4(x).flatten(2).transpose(1, 2).contiguous()  # (5, 16 queries, 16 keys)
+    weights = scores.softmax(-1) if use_softmax else scores / 16
+    expected = torch.bmm(weights, value)
+    monkeypatch.setattr(attention, 'CHUNK_ELEMENTS', 2 * 16 * 16)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t,
+                                                  lambda t: t):
+        actual = factor_mix(block.c4, x, value, use_softmax, recompute)
+    torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12)
+    maps = [shape for shape in saved if shape[-2:] == (16, 16)]
+    assert all(shape.numel() <= 2 * 256 for shape in maps), saved
+    assert (len(maps) == 0) == recompute, saved
+    grad = torch.randn_like(expected)
+    wrt = (x, block.c4.conv.weight, block.c4.conv.bias, block.c5.conv.weight)
+    torch.testing.assert_close(torch.autograd.grad(actual, wrt, grad, retain_graph=True),
+                               torch.autograd.grad(expected, wrt, grad, retain_graph=True),
+                               rtol=1e-10, atol=1e-12)
+    with torch.no_grad():
+        torch.testing.assert_close(factor_mix(block.c4, x, value, use_softmax, recompute),
+                                   expected)
+
+
+def test_pdc_nl_with_cp_equals_without():
+    """PDCNonLocal3/4(with_cp=True) give the same outputs and gradients as with_cp=False."""
+    for cls in (PDCNonLocal3, PDCNonLocal4):
+        block = random_double(cls(8, spatial_size=(4, 4), reduction=2))
+        x = torch.randn(3, 8, 4, 4, dtype=torch.float64, requires_grad=True)
+        outputs = []
+        for with_cp in (False, True):
+            block.with_cp = with_cp
+            out = block(x)
+            outputs.append((out, torch.autograd.grad(out.square().sum(), x)[0]))
+        torch.testing.assert_close(outputs[0], outputs[1])
+    with pytest.raises(ValueError, match='with_cp'):
+        PDCNonLocal3(8, spatial_size=(4, 4), with_cp='yes')

@@ -53,6 +53,13 @@ def attention_flops(inputs: List[Any], outputs: List[Any]) -> int:
     return prod(batch) * length * keys * (embed + value_embed)
 
 
+def baddbmm_flops(inputs: List[Any], outputs: List[Any]) -> int:
+    """Multiply-accumulates of ``aten::baddbmm`` (input, batch1 (B, n, k), batch2 (B, k, m)):
+    B·n·k·m, as mmengine counts ``bmm`` (the added input is not counted, as a conv's bias)."""
+    (batch, rows, inner), columns = get_shape(inputs[1]), get_shape(inputs[2])[-1]
+    return batch * rows * inner * columns
+
+
 def measure(cfg: Config, part: str = 'model', input_shape: Optional[Tuple[int, int, int]] = None,
             with_flops: bool = True) -> Complexity:
     """Count the parameters and (optionally) FLOPs of ``part`` of the config's model."""
@@ -69,7 +76,8 @@ def measure(cfg: Config, part: str = 'model', input_shape: Optional[Tuple[int, i
         try:
             device = next(model.parameters()).device
             analyzer = FlopAnalyzer(model, (torch.randn(1, *shape, device=device), ))
-            analyzer.set_op_handle('aten::scaled_dot_product_attention', attention_flops)
+            analyzer.set_op_handle('aten::scaled_dot_product_attention', attention_flops,
+                                   'aten::baddbmm', baddbmm_flops)
             with torch.no_grad():
                 flops = int(analyzer.total())
         finally:

@@ -6,8 +6,8 @@ from mmcv.cnn import ConvModule
 from torch import Tensor
 
 from mmpoly.registry import MODELS
-from ..polynomial.options import check_positive_int
-from .attention import (OUTPUT_NORM, NonLocalBase, mix_positions, pairwise_product, to_map,
+from ..polynomial.options import check_choice, check_positive_int
+from .attention import (OUTPUT_NORM, NonLocalBase, factor_mix, pairwise_product, to_map,
                         to_positions)
 
 
@@ -51,6 +51,11 @@ class PDCNonLocal3(NonLocalBase):
 
     Args:
         spatial_size: (H, W) of the feature maps the block takes (required).
+        with_cp: recompute the second-degree map Z C4 in the backward pass instead of keeping
+            it for backward (mmpretrain's name for checkpointing): B·HW² fewer floats held per
+            block (256 MiB at 32×32, batch 64) for one more forward of that term
+            (:func:`~mmpoly.models.nonlocal_family.attention.factor_mix`; about 8 % slower
+            CIFAR training on a CPU). Default False.
         Other args: see :class:`~mmpoly.models.nonlocal_family.attention.NonLocalBase`.
     """
 
@@ -64,10 +69,13 @@ class PDCNonLocal3(NonLocalBase):
                  use_scale: bool = True,
                  use_activation: bool = True,
                  norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
+                 with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         spatial_size = check_spatial_size(spatial_size)
         super().__init__(in_channels, reduction, use_softmax, use_scale, use_activation,
                          norm_cfg, init_cfg)
+        check_choice('with_cp', with_cp, (True, False))
+        self.with_cp = with_cp
         self.spatial_size = spatial_size
         self.num_positions = spatial_size[0] * spatial_size[1]
         self.theta = self.factor(self.inter_channels)  # C1
@@ -93,8 +101,8 @@ class PDCNonLocal3(NonLocalBase):
         third = pairwise_product(
             to_positions(self.theta(x)), to_positions(self.phi(x)), to_positions(self.g(x)),
             self.use_softmax, self.logit_scale)
-        second = mix_positions(to_positions(self.c4(x)), to_positions(self.c5(x)),
-                               self.use_softmax)
+        second = factor_mix(self.c4, x, to_positions(self.c5(x)), self.use_softmax,
+                            recompute=self.with_cp)
         first = to_positions(self.c6(x))
         return to_map(third + second + first, x.shape[2], x.shape[3])
 
@@ -139,9 +147,10 @@ class PDCNonLocal4(PDCNonLocal3):
                  use_scale: bool = True,
                  use_activation: bool = True,
                  norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
+                 with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
         super().__init__(in_channels, spatial_size, reduction, use_softmax, use_scale,
-                         use_activation, norm_cfg, init_cfg)
+                         use_activation, norm_cfg, with_cp, init_cfg)
         self.c7 = self.factor(self.inter_channels)  # C7
         self.c8 = ConvModule(self.inter_channels, in_channels, 1, norm_cfg=None,
                              act_cfg=None)  # C8
