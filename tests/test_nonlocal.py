@@ -553,6 +553,31 @@ def test_factor_mix_in_chunks_equals_the_whole_map(monkeypatch, use_softmax, rec
                                    expected)
 
 
+def test_mix_chunk_size_chunks_on_cpu_only(monkeypatch):
+    """factor_mix chunks the batch on CPU (CHUNK_ELEMENTS per chunk, at least one image) and,
+    on any other device, takes the whole batch in one product unless it recomputes."""
+    from mmpoly.models.nonlocal_family import attention, mix_chunk_size
+    monkeypatch.setattr(attention, 'CHUNK_ELEMENTS', 3 * 16 * 16)
+    cpu = torch.empty(7, 8, 4, 4)
+    meta = torch.empty(7, 8, 4, 4, device='meta')  # stands for a GPU tensor: not a CPU one
+    assert mix_chunk_size(cpu, 16, recompute=False) == 3
+    assert mix_chunk_size(cpu, 16, recompute=True) == 3
+    assert mix_chunk_size(cpu, 1024, recompute=False) == 1  # a map larger than a chunk
+    assert mix_chunk_size(meta, 16, recompute=False) == 7
+    assert mix_chunk_size(meta, 16, recompute=True) == 3
+    calls = []
+    real_mix = attention.mix_positions
+    monkeypatch.setattr(attention, 'mix_positions',
+                        lambda s, v, u: calls.append(s.shape[0]) or real_mix(s, v, u))
+    block = PDCNonLocal3(8, spatial_size=(4, 4), reduction=2)
+    attention.factor_mix(block.c4, torch.randn(7, 8, 4, 4), torch.randn(7, 16, 4), True)
+    assert calls == [3, 3, 1]
+    calls.clear()
+    value = torch.empty(7, 16, 4, device='meta')
+    assert attention.factor_mix(block.c4.to('meta'), meta, value, True).shape == (7, 16, 4)
+    assert calls == [7]
+
+
 def test_pdc_nl_with_cp_equals_without():
     """PDCNonLocal3/4(with_cp=True) give the same outputs and gradients as with_cp=False."""
     for cls in (PDCNonLocal3, PDCNonLocal4):

@@ -11,12 +11,13 @@ in ``torch.inference_mode``), each after ``--warmup`` untimed iterations; the fi
 over rounds, in images/s. The order of the models alternates between rounds.
 
 Memory is that of a steady-state training step (after one untimed step has created the optimizer
-state), measured for each model in a fresh subprocess with the same options: on CPU the rise of
-the process's peak resident set size (Linux ``VmHWM``, reset through ``/proc/self/clear_refs``)
-during the step over its RSS just before it, with the allocator's free pages returned to the OS
-first (glibc ``malloc_trim``) — activations, gradients and workspace; the median over a few
-steps, as the allocator's state varies; on CUDA the rise of ``torch.cuda.max_memory_allocated``
-during the step. The JSON also has the absolute peak. Next to it, the bytes autograd saves for
+state). On CPU it is measured for each model in a fresh subprocess with the same options: the
+rise of the process's peak resident set size (Linux ``VmHWM``, reset through
+``/proc/self/clear_refs``) during the step over its RSS just before it, with the allocator's free
+pages returned to the OS first (glibc ``malloc_trim``) — activations, gradients and workspace;
+the median over a few steps, as the allocator's state varies. On CUDA it is the rise of
+``torch.cuda.max_memory_allocated`` during the step, measured in the benchmark's own process
+(the caching allocator counts allocated bytes exactly, whatever else the process holds). The JSON also has the absolute peak. Next to it, the bytes autograd saves for
 backward in a step (distinct storages, through ``torch.autograd.graph.saved_tensors_hooks``):
 the activation memory, exact and independent of the allocator.
 
@@ -478,7 +479,8 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     memory = [dict(memory_bytes=None, peak_memory_bytes=None, memory_method=None,
                    saved_activation_bytes=None) for _ in names]
     if not args.no_memory:
-        memory = [_memory_in_subprocess(i, args) for i in range(len(names))]
+        memory = [training_memory(bench, args) if args.device == 'cuda' else
+                  _memory_in_subprocess(i, args) for i, bench in enumerate(benches)]
     models = []
     for i, bench in enumerate(benches):
         models.append(dict(

@@ -12,8 +12,9 @@ non-local counterpart of the core's Hadamard product. Use in a backbone, e.g.::
         dict(cfg=dict(type='PDCNonLocal3', reduction=4), stages=(True, True, True, True),
              stage_cfgs=[dict(spatial_size=(s, s)) for s in (32, 16, 8, 4)])])
 """
-from .attention import (NonLocalBase, factor_mix, factor_positions, mix_positions,
-                        normalise_over_positions, pairwise_product, to_map, to_positions)
+from .attention import (NonLocalBase, factor_mix, factor_positions, mix_chunk_size,
+                        mix_positions, normalise_over_positions, pairwise_product, to_map,
+                        to_positions)
 from .dnl import DisentangledNonLocalBlock
 from .nl import NonLocalBlock
 from .pdc_nl import PDCNonLocal3, PDCNonLocal4
@@ -21,5 +22,5 @@ from .pdc_nl import PDCNonLocal3, PDCNonLocal4
 __all__ = [
     'NonLocalBase', 'NonLocalBlock', 'DisentangledNonLocalBlock', 'PDCNonLocal3', 'PDCNonLocal4',
     'pairwise_product', 'mix_positions', 'normalise_over_positions', 'to_positions', 'to_map',
-    'factor_positions', 'factor_mix'
+    'factor_positions', 'factor_mix', 'mix_chunk_size'
 ]
