@@ -270,6 +270,39 @@ def test_factor_instance_norm_is_instance_norm(affine):
     torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float32])
+def test_factor_instance_norm_channels_last(dtype, monkeypatch):
+    """A channels-last map keeps its layout through Factor's IN, with the values and gradients
+    of the NCHW computation; bfloat16 is normalised in NCHW order (bitwise equal), float32 by
+    the channels-last kernel."""
+    from mmpoly.models.polynomial import factor as factor_module
+    layouts = []
+    group_norm = F.group_norm
+    monkeypatch.setattr(factor_module.F, 'group_norm',
+                        lambda x, *args: layouts.append(x.is_contiguous()) or group_norm(x, *args))
+    norm = Factor(6, 6, 3, norm_cfg=dict(type='IN', affine=True), act_cfg=None).norm.to(dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.uniform_(-1, 1)
+    x = torch.randn(3, 6, 7, 5, dtype=dtype)
+    x_cl = x.contiguous(memory_format=torch.channels_last).requires_grad_()
+    x = x.requires_grad_()
+    out, out_cl = norm(x), norm(x_cl)
+    assert layouts == [True, dtype == torch.bfloat16]
+    assert out_cl.is_contiguous(memory_format=torch.channels_last) and not out_cl.is_contiguous()
+    grad = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, norm.weight, norm.bias], grad)
+    grads_cl = torch.autograd.grad(out_cl, [x_cl, norm.weight, norm.bias], grad)
+    if dtype == torch.bfloat16:
+        assert torch.equal(out_cl, out) and all(map(torch.equal, grads_cl, grads))
+    else:
+        torch.testing.assert_close(out_cl, out)
+        torch.testing.assert_close(grads_cl, grads)
+    reference = F.instance_norm(x.detach().double(), weight=norm.weight.detach().double(),
+                                bias=norm.bias.detach().double())
+    torch.testing.assert_close(out_cl.double(), reference, rtol=0.02, atol=0.05)
+
+
 def test_factor_instance_norm_with_running_stats_is_torch_own():
     factor = Factor(4, 4, 3, norm_cfg=dict(type='IN', track_running_stats=True), act_cfg=None)
     factor.train()(torch.randn(2, 4, 5, 5))
