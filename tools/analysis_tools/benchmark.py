@@ -17,9 +17,10 @@ rise of the process's peak resident set size (Linux ``VmHWM``, reset through
 pages returned to the OS first (glibc ``malloc_trim``) — activations, gradients and workspace;
 the median over a few steps, as the allocator's state varies. On CUDA it is the rise of
 ``torch.cuda.max_memory_allocated`` during the step, measured in the benchmark's own process
-(the caching allocator counts allocated bytes exactly, whatever else the process holds). The JSON also has the absolute peak. Next to it, the bytes autograd saves for
-backward in a step (distinct storages, through ``torch.autograd.graph.saved_tensors_hooks``):
-the activation memory, exact and independent of the allocator.
+(the caching allocator counts allocated bytes exactly, whatever else the process holds). The
+JSON also has the absolute peak. Next to it, the bytes autograd saves for backward in a step
+(distinct storages, through ``torch.autograd.graph.saved_tensors_hooks``): the activation
+memory, exact and independent of the allocator.
 
 Every figure is printed with its ratio to the baseline (speed: model / baseline, > 1 is faster;
 memory: model / baseline, < 1 is smaller) next to the FLOP ratio baseline FLOPs / model FLOPs

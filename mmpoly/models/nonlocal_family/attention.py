@@ -69,10 +69,10 @@ def mix_chunk_size(x: Tensor, keys: int, recompute: bool) -> int:
     positions.
 
     On CPU, as many as keep a chunk's (keys × H·W) map within :data:`CHUNK_ELEMENTS` (at least
-    one). On a GPU the whole batch, in one product: the cache argument is a CPU one, and a chunk
-    per image made PDC-NL[3] train at 0.09× the speed of ResNet18 on an H100 (0.42× with the
-    whole batch; batch 128, 32×32, fp32) — except with ``recompute``, whose point is to hold no
-    more than a chunk's map at a time.
+    one), and so also with ``recompute`` on any device, whose point is to hold no more than a
+    chunk's map at a time. Otherwise, on a GPU, the whole batch in one product: the cache
+    argument is a CPU one, and a chunk per image made PDC-NL[3] train at 0.09× the speed of
+    ResNet18 on an H100 (0.42× with the whole batch; batch 128, 32×32, fp32).
     """
     if x.device.type != 'cpu' and not recompute:
         return max(1, x.shape[0])
