@@ -93,6 +93,42 @@ def test_zero_init_residual():
     assert all(float(b.bn2.weight.abs().sum()) > 0 for b in net.layer1)
 
 
+@pytest.mark.parametrize('block_type', ['ResNetBlock', 'SEBlock', 'PiNetBlock', 'PDCBlock'])
+def test_with_cp_same_outputs_and_gradients_less_saved(block_type):
+    """with_cp=True (mmpretrain's option) checkpoints every block: the same outputs and
+    gradients in training, and autograd keeps fewer bytes for the backward pass."""
+    extra = dict(degree=3, scale_init=0.5) if block_type == 'PDCBlock' else \
+        dict(scale_init=0.5) if block_type == 'PiNetBlock' else \
+        dict(reduction=4) if block_type == 'SEBlock' else {}
+    nets = []
+    for with_cp in (False, True):
+        torch.manual_seed(0)
+        net = PolyResNetCIFAR(depth=None, stage_blocks=[1, 1], stage_channels=[8, 16],
+                              block_cfg=dict(type=block_type, **extra), with_cp=with_cp,
+                              out_indices=(1, )).double().train()
+        nets.append(net)
+    assert all(block.with_cp for block in nets[1].layer1) and not nets[0].layer2[0].with_cp
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    results = []
+    for net in nets:
+        saved = {}
+
+        def pack(tensor):
+            storage = tensor.untyped_storage()
+            saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out = net(x)[0]
+        grads = torch.autograd.grad(out.square().sum(), list(net.parameters()))
+        results.append((out, grads, sum(saved.values())))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    torch.testing.assert_close(results[1][1], results[0][1])
+    assert results[1][2] < results[0][2] / 2, (results[1][2], results[0][2])
+    with torch.no_grad():  # no checkpoint without autograd
+        torch.testing.assert_close(nets[1](x)[0], nets[0](x)[0])
+
+
 def test_no_activation_network_is_activation_free():
     net = PDCResNetCIFAR(depth=18, use_activation=False, hidden_channels=8)
     acts = (torch.nn.ReLU, torch.nn.LeakyReLU)
@@ -117,6 +153,9 @@ def test_no_activation_network_is_activation_free():
     (dict(block_cfg=dict(type='PDCBlock', factor_kernel_size=2)), 'factor_kernel_size'),
     (dict(block_cfg=dict(type='PDCBlock', stride=2)), 'block_cfg.stride'),
     (dict(block_cfg=dict(type='ResNetBlock'), hidden_channels=8), 'hidden_channels'),
+    (dict(with_cp='yes'), 'with_cp'),
+    (dict(block_cfg=dict(type='PDCBlock', with_cp=True), with_cp=True),
+     'block_cfg.with_cp is set by'),
 ])
 def test_invalid_backbone_options_name_the_option(kwargs, field):
     with pytest.raises(ValueError, match=field):

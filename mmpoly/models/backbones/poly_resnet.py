@@ -117,6 +117,9 @@ class PolyResNetBase(BaseBackbone):
         norm_eval: keep BN layers in eval mode while training (for fine-tuning).
         zero_init_residual: zero γ of the last branch norm of every block.
         use_activation: False removes every activation in the stem and blocks.
+        with_cp: checkpoint every block (mmpretrain's ResNet option): in training its
+            intermediate maps are recomputed in the backward pass instead of kept (see
+            :class:`~mmpoly.models.blocks.ResNetBlock`); plugins are not checkpointed.
         conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch.
         init_cfg: mmengine init config (Kaiming convs, unit BN by default).
     """
@@ -136,6 +139,7 @@ class PolyResNetBase(BaseBackbone):
                  norm_eval: bool = False,
                  zero_init_residual: bool = True,
                  use_activation: bool = True,
+                 with_cp: bool = False,
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='BN', requires_grad=True),
                  act_cfg: Optional[dict] = dict(type='ReLU'),
@@ -183,6 +187,7 @@ class PolyResNetBase(BaseBackbone):
         check_choice('use_activation', use_activation, (True, False))
         check_choice('norm_eval', norm_eval, (True, False))
         check_choice('zero_init_residual', zero_init_residual, (True, False))
+        check_choice('with_cp', with_cp, (True, False))
 
         self.in_channels = in_channels
         self.stage_blocks = list(stage_blocks)
@@ -193,6 +198,7 @@ class PolyResNetBase(BaseBackbone):
         self.norm_eval = norm_eval
         self.zero_init_residual = zero_init_residual
         self.use_activation = use_activation
+        self.with_cp = with_cp
         act_cfg = act_cfg if use_activation else None
 
         self._make_stem(in_channels, stem_channels, conv_cfg, norm_cfg, act_cfg)
@@ -211,7 +217,8 @@ class PolyResNetBase(BaseBackbone):
                         conv_cfg=conv_cfg,
                         norm_cfg=norm_cfg,
                         act_cfg=act_cfg,
-                        use_activation=use_activation))
+                        use_activation=use_activation,
+                        with_cp=True if with_cp else None))  # a block type may lack it
                 channels = stage_channels[i]
             blocks += build_stage_plugins(plugins, i, num_stages, channels)
             name = f'layer{i + 1}'

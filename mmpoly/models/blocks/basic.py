@@ -1,9 +1,11 @@
 """Degree 1: the ResNet BasicBlock, y = act((I + C) z), the block every family augments."""
 from typing import Optional
 
+import torch
 from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
 from mmengine.model import BaseModule
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from mmpoly.registry import MODELS
 from ..polynomial.options import act_cfg_option, check_choice, check_positive_int
@@ -25,6 +27,11 @@ class ResNetBlock(BaseModule):
             the official PDC ``use_only_first_conv``: the activation stays in the branch).
         conv_cfg / norm_cfg / act_cfg: mmcv layer configs of the branch and block output.
         use_activation: False removes every activation of the block (no-activation networks).
+        with_cp: as mmpretrain's ``BasicBlock``: in training, recompute the block's
+            intermediate maps in the backward pass (``torch.utils.checkpoint``) instead of
+            keeping them, for less memory and a second forward pass of every block. As there,
+            the recomputation runs the block's BatchNorms in training mode again, so their
+            running statistics take a second momentum update per step.
 
     Shapes: x (B, in_channels, H, W) -> (B, out_channels, H/stride, W/stride).
     """
@@ -40,6 +47,7 @@ class ResNetBlock(BaseModule):
                  norm_cfg: dict = dict(type='BN'),
                  act_cfg: Optional[dict] = dict(type='ReLU'),
                  use_activation: bool = True,
+                 with_cp: bool = False,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(init_cfg=init_cfg)
         check_positive_int('in_channels', in_channels)
@@ -47,6 +55,8 @@ class ResNetBlock(BaseModule):
         check_positive_int('stride', stride)
         check_choice('first_degree_convs', first_degree_convs, (1, 2))
         check_choice('use_activation', use_activation, (True, False))
+        check_choice('with_cp', with_cp, (True, False))
+        self.with_cp = with_cp
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.first_degree_convs = first_degree_convs
@@ -95,5 +105,12 @@ class ResNetBlock(BaseModule):
         return branch + shortcut
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.with_cp and x.requires_grad and torch.is_grad_enabled():
+            out = checkpoint(self._terms, x, use_reentrant=False)
+        else:
+            out = self._terms(x)
+        return self.relu(out)
+
+    def _terms(self, x: Tensor) -> Tensor:
         # The shortcut is computed once per forward (the official PDC code ran it twice).
-        return self.relu(self.polynomial_terms(self.branch(x), self.shortcut(x)))
+        return self.polynomial_terms(self.branch(x), self.shortcut(x))

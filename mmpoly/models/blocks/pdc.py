@@ -60,9 +60,10 @@ class PDCBlock(ResNetBlock):
                  norm_cfg: dict = dict(type='BN'),
                  act_cfg: Optional[dict] = dict(type='ReLU'),
                  use_activation: bool = True,
+                 with_cp: bool = False,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(in_channels, out_channels, stride, first_degree_convs, conv_cfg,
-                         norm_cfg, act_cfg, use_activation, init_cfg)
+                         norm_cfg, act_cfg, use_activation, with_cp=with_cp, init_cfg=init_cfg)
         self.degree = check_positive_int('degree', degree)
         hidden_channels = out_channels if hidden_channels is None else hidden_channels
         self.hidden_channels = check_positive_int('hidden_channels', hidden_channels)

@@ -54,9 +54,10 @@ class PiNetBlock(ResNetBlock):
                  norm_cfg: dict = dict(type='BN'),
                  act_cfg: Optional[dict] = dict(type='ReLU'),
                  use_activation: bool = True,
+                 with_cp: bool = False,
                  init_cfg: Optional[dict] = None) -> None:
         super().__init__(in_channels, out_channels, stride, first_degree_convs, conv_cfg,
-                         norm_cfg, act_cfg, use_activation, init_cfg)
+                         norm_cfg, act_cfg, use_activation, with_cp=with_cp, init_cfg=init_cfg)
         check_positive_int('degree', degree)
         if degree < 2:
             raise ValueError(f'degree of a PiNetBlock must be >= 2 (degree 1 is ResNetBlock), '
