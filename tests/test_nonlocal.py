@@ -576,6 +576,10 @@ def test_mix_chunk_size_chunks_on_cpu_only(monkeypatch):
     value = torch.empty(7, 16, 4, device='meta')
     assert attention.factor_mix(block.c4.to('meta'), meta, value, True).shape == (7, 16, 4)
     assert calls == [7]
+    calls.clear()
+    with torch.no_grad():  # nothing to recompute without autograd: one product again
+        attention.factor_mix(block.c4, meta, value, True, recompute=True)
+    assert calls == [7]
 
 
 def test_pdc_nl_with_cp_equals_without():

@@ -106,7 +106,6 @@ def factor_mix(factor: ConvModule,
     Returns:
         (B, Q, d).
     """
-    chunk = mix_chunk_size(x, factor.conv.out_channels, recompute)
 
     def mix(x_part: Tensor, value_part: Tensor) -> Tensor:
         scores = factor_positions(factor, x_part).transpose(1, 2)
@@ -114,6 +113,7 @@ def factor_mix(factor: ConvModule,
 
     recompute = recompute and torch.is_grad_enabled() and (
         x.requires_grad or value.requires_grad or any(p.requires_grad for p in factor.parameters()))
+    chunk = mix_chunk_size(x, factor.conv.out_channels, recompute)
     parts = []  # each (k, d, Q): the chunks' results in the memory order mix_positions gives
     # split, not indexing: the backward of one split is one concatenation of the chunks'
     # gradients, where each indexed chunk would scatter its gradient into a zero tensor as
