@@ -5,6 +5,7 @@ import torch
 from mmengine.model import BaseModule
 from torch import Tensor, nn
 
+from .chain import fused_term, fused_term_supported
 from .factor import Factor, Projection, hadamard_product
 from .options import (ActOption, NormOption, act_cfg_option, check_number, check_positive_int,
                       norm_cfg_option)
@@ -16,6 +17,11 @@ class PolynomialTerm(BaseModule):
     It owns ``degree`` factor layers (nothing is shared with other degrees), multiplies them
     element-wise, projects the product back to ``out_channels`` and scales it by a learnable
     scalar α_n (``scale``), initialised to ``scale_init``.
+
+    With grad enabled on CPU it runs its two element-wise chains (factors → product, and the
+    projection's last norm → activation → α) through :func:`~.chain.fused_term`, which keeps
+    only the conv outputs for the backward pass: the same outputs, gradients and BatchNorm
+    statistics, less memory (see :mod:`mmpoly.models.polynomial.chain`).
 
     Args:
         degree: n >= 2, the number of factors in the Hadamard product.
@@ -67,5 +73,7 @@ class PolynomialTerm(BaseModule):
         self.scale = nn.Parameter(torch.tensor(float(scale_init)))
 
     def forward(self, z: Tensor) -> Tensor:
+        if fused_term_supported(self.factors, self.projection, z):
+            return fused_term(self.factors, self.projection, self.scale, z)
         product = hadamard_product([factor(z) for factor in self.factors])
         return self.scale * self.projection(product)

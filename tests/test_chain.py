@@ -1,0 +1,140 @@
+"""The memory-lean element-wise chains of a polynomial term (mmpoly.models.polynomial.chain):
+the same function, gradients and BatchNorm statistics as the term's layers, fewer saved maps."""
+import copy
+from typing import Dict
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from mmpoly.models import PDCBlock
+from mmpoly.models.polynomial import PolynomialTerm, hadamard_product
+
+LEAKY = dict(type='LeakyReLU', negative_slope=0.01)
+
+
+def _term(degree: int = 2, **kwargs) -> PolynomialTerm:
+    options = dict(factor_act=LEAKY, projection_act=dict(type='LeakyReLU', negative_slope=0.2),
+                   scale_init=0.7)
+    options.update(kwargs)
+    torch.manual_seed(degree)
+    term = PolynomialTerm(degree, 6, 5, 7, **options).double()
+    for module in term.modules():  # non-trivial affine parameters and running statistics
+        if isinstance(module, nn.modules.batchnorm._NormBase):
+            if module.affine:
+                module.weight.data.uniform_(0.5, 1.5)
+                module.bias.data.normal_()
+            if module.track_running_stats:
+                module.running_mean.normal_()
+                module.running_var.uniform_(0.5, 2.0)
+    return term
+
+
+def _layers(term: PolynomialTerm, z: Tensor) -> Tensor:
+    """The term computed by calling its layers one by one (autograd through each)."""
+    return term.scale * term.projection(hadamard_product([f(z) for f in term.factors]))
+
+
+CASES = {
+    'pdc default (BN, IN, LeakyReLU)': dict(),
+    'degree 3': dict(degree=3),
+    'degree 4, two projection convs': dict(degree=4, num_projection_convs=2),
+    'ReLU factors, no projection activation': dict(factor_act='ReLU', projection_act='none'),
+    'no factor norm, BN projection': dict(factor_norm='none', projection_norm='BN'),
+    'no norms, no activations': dict(degree=3, factor_norm='none', factor_act='none',
+                                     projection_norm='none', projection_act='none'),
+    'affine IN, three 1x1 projection convs': dict(
+        projection_norm=dict(type='IN', affine=True), num_projection_convs=3,
+        projection_kernel_size=1),
+    'BN cumulative average (momentum None)': dict(factor_norm=dict(type='BN', momentum=None)),
+    'BN without running statistics': dict(
+        factor_norm=dict(type='BN', track_running_stats=False)),
+}
+
+
+@pytest.mark.parametrize('mode', ['train', 'eval', 'one factor norm in eval'])
+@pytest.mark.parametrize('case', list(CASES))
+def test_fused_term_equals_its_layers(case, mode):
+    options = dict(CASES[case])
+    term = _term(options.pop('degree', 2), **options)
+    if mode == 'eval':
+        term.eval()
+    elif mode == 'one factor norm in eval' and term.factors[1].with_norm:
+        term.factors[1].norm.eval()  # e.g. norm_eval: a frozen BN inside a training model
+    reference = copy.deepcopy(term)
+    z = torch.randn(3, 6, 5, 4, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):  # two steps: the running statistics feed the second one
+        out, expected = term(z), _layers(reference, z)
+        assert type(out.grad_fn).__name__ == 'NormActScaleBackward'  # the fused path ran
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)
+        grad = torch.randn_like(out)
+        got = torch.autograd.grad(out, [z, *term.parameters()], grad)
+        want = torch.autograd.grad(expected, [z, *reference.parameters()], grad)
+        for name, g, w in zip(['z'] + [n for n, _ in term.named_parameters()], got, want):
+            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12, msg=f'gradient of {name}')
+        for (name, a), b in zip(term.state_dict().items(), reference.state_dict().values()):
+            torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f'state {name}')
+
+
+def _saved_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd saves while running ``fn`` (not parameters)."""
+    storages: Dict[int, int] = {}
+
+    def pack(tensor: Tensor) -> Tensor:
+        if not isinstance(tensor, nn.Parameter):
+            storages[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn()
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize('degree', [2, 3, 4])
+def test_fused_term_saves_neither_activated_factors_nor_activated_projection(degree):
+    term = _term(degree).float()
+    z = torch.randn(4, 6, 8, 8, requires_grad=True)
+    hidden_map, out_map = 4 * 5 * 8 * 8 * 4, 4 * 7 * 8 * 8 * 4  # bytes of one float32 map
+    fused, layers = _saved_bytes(lambda: term(z)), _saved_bytes(lambda: _layers(term, z))
+    # the layers keep each activated factor, the degree - 2 partial products and the
+    # activated projection on top of what the fused term keeps
+    assert layers - fused >= (2 * degree - 2) * hidden_map + out_map - 4096
+    # the fused term keeps z, the n factor conv outputs, the product and the projection conv
+    # output (and small statistics)
+    assert fused <= (6 * 8 * 8 * 4 * 4) + (degree + 1) * hidden_map + out_map + 4096
+
+
+def test_layers_run_where_the_fused_chain_does_not():
+    term = _term().float()
+    z = torch.randn(2, 6, 5, 5)
+
+    def grad_fn(x: Tensor, module: nn.Module = term) -> str:
+        return type(module(x).grad_fn).__name__
+
+    assert grad_fn(z) == 'NormActScaleBackward'
+    assert grad_fn(z.contiguous(memory_format=torch.channels_last)) == 'MulBackward0'
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        assert grad_fn(z) == 'MulBackward0'
+    with torch.no_grad():
+        assert term(z).grad_fn is None
+    group_norm = _term(factor_norm=dict(type='GN', num_groups=5)).float()
+    gelu = _term(projection_act='GELU').float()
+    negative = _term(factor_act=dict(type='LeakyReLU', negative_slope=-0.5)).float()
+    for other in (group_norm, gelu, negative):
+        assert grad_fn(z, other) == 'MulBackward0'
+
+
+def test_block_with_cp_and_fused_terms_gives_the_layers_gradients():
+    torch.manual_seed(0)
+    block = PDCBlock(6, 6, degree=3, hidden_channels=4, scale_init=0.5, with_cp=True).double()
+    plain = copy.deepcopy(block)
+    plain.with_cp = False
+    for term in plain.terms:  # the reference calls the layers
+        term.forward = lambda z, term=term: _layers(term, z)
+    x = torch.randn(2, 6, 5, 5, dtype=torch.float64, requires_grad=True)
+    out, expected = block(x), plain(x)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    got = torch.autograd.grad(out.sum(), [x, *block.parameters()])
+    want = torch.autograd.grad(expected.sum(), [x, *plain.parameters()])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
