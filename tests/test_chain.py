@@ -138,3 +138,32 @@ def test_block_with_cp_and_fused_terms_gives_the_layers_gradients():
     want = torch.autograd.grad(expected.sum(), [x, *plain.parameters()])
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize('case', ['pdc default (BN, IN, LeakyReLU)', 'degree 3',
+                                  'affine IN, three 1x1 projection convs'])
+def test_fused_term_passes_gradcheck(case):
+    """Gradients of z, the norms' affine parameters and α against finite differences."""
+    options = dict(CASES[case])
+    term = _term(options.pop('degree', 2), **options)
+    for module in term.modules():  # keep the running statistics fixed between evaluations
+        if isinstance(module, nn.BatchNorm2d):
+            module.momentum = 0.0
+    names = [n for n, _ in term.named_parameters() if not n.endswith('conv.weight')]
+    values = [term.get_parameter(n).detach().clone().requires_grad_() for n in names]
+    z = torch.randn(2, 6, 3, 3, dtype=torch.float64, requires_grad=True)
+
+    def fn(z: Tensor, *values: Tensor) -> Tensor:
+        out = torch.func.functional_call(term, dict(zip(names, values)), (z, ))
+        assert type(out.grad_fn).__name__ == 'NormActScaleBackward'
+        return out
+
+    assert torch.autograd.gradcheck(fn, (z, *values))
+
+
+def test_second_derivative_through_the_fused_term_is_refused():
+    term = _term()
+    z = torch.randn(2, 6, 4, 4, dtype=torch.float64, requires_grad=True)
+    (grad, ) = torch.autograd.grad(term(z).sum(), z, create_graph=True)
+    with pytest.raises(RuntimeError, match='once_differentiable|differentiate'):
+        grad.sum().backward()

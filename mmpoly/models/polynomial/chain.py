@@ -20,12 +20,14 @@ speed, of PDC^[4] 2757 -> 1517 MiB and 3 % faster.
 :func:`fused_term_supported` says when a term runs this way: with grad enabled, on CPU (where it
 was measured), float32/float64 NCHW-contiguous input, outside ``torch.compile`` (whose own
 partitioner decides what to keep) and autocast, with BatchNorm / InstanceNorm / no norm and
-ReLU / LeakyReLU / no activation. Otherwise the term runs its layers.
+ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward passes are
+once differentiable: a second derivative through them (``create_graph=True``) raises.
 """
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from .factor import Factor, InstanceNorm2d
 
@@ -207,6 +209,7 @@ class NormActProduct(torch.autograd.Function):
         return product
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
         steps = ctx.steps
         n = len(steps)
@@ -284,6 +287,7 @@ class NormActScale(torch.autograd.Function):
         return out.mul_(alpha) if out is not p else out * alpha
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad: Tensor) -> Tuple[Optional[Tensor], ...]:
         p, alpha, weight, bias, *stats = ctx.saved_tensors
         step = ctx.step
