@@ -49,6 +49,8 @@ CASES = {
     'BN cumulative average (momentum None)': dict(factor_norm=dict(type='BN', momentum=None)),
     'BN without running statistics': dict(
         factor_norm=dict(type='BN', track_running_stats=False)),
+    'BN without affine parameters': dict(factor_norm=dict(type='BN', affine=False),
+                                         projection_norm=dict(type='BN', affine=False)),
 }
 
 

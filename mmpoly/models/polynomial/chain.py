@@ -14,8 +14,9 @@ outputs and the norms' statistics; the backward pass recomputes the activated ma
 (one multiply-add and one activation per map). The forward pass calls the same ATen kernels as
 the layers (``native_batch_norm``, ``native_group_norm``, ``leaky_relu_``) and updates the
 BatchNorm running statistics exactly as ``nn.BatchNorm2d`` does. Measured (CPU, 2 threads,
-batch 64, 32×32): activation memory of a PDC-comp training step 610 -> 466 MiB at the same
-speed, of PDC^[4] 2757 -> 1517 MiB and 3 % faster.
+batch 64, 32×32), activation memory of a training step: PDC-comp 610 -> 466 MiB, PDC^[3]
+1661 -> 1014 MiB, PDC^[4] 2757 -> 1517 MiB, at a training speed within 5 % of the layers'
+(-2 % to +5 % in interleaved runs).
 
 :func:`fused_term_supported` says when a term runs this way: with grad enabled, on CPU (where it
 was measured), float32/float64 NCHW-contiguous input, outside ``torch.compile`` (whose own
