@@ -85,6 +85,9 @@ def long_description() -> str:
 
 
 VERSION = read_version_module()
+#: ``pip install mmpoly[deploy]``: ONNX export (torch's torch.export-based exporter needs
+#: onnxscript) and onnxruntime (tools/deployment/); the versions tools/setup_env.sh installs.
+DEPLOY_REQUIREMENTS = ['onnx==1.23.2', 'onnxscript==0.7.2', 'onnxruntime==1.32.0']
 
 setup(
     name='mmpoly',
@@ -112,7 +115,7 @@ setup(
     include_package_data=False,
     python_requires=VERSION['PYTHON_REQUIRES'],
     install_requires=VERSION['install_requires'](),
-    extras_require=VERSION['EXTRAS'],
+    extras_require={**VERSION['EXTRAS'], 'deploy': DEPLOY_REQUIREMENTS},
     cmdclass={'build_py': BuildPyWithMim},
     zip_safe=False,
 )

@@ -2,7 +2,8 @@
 
 Importing mmpoly checks the installed OpenMMLab stack against the supported ranges
 (:mod:`mmpoly.version`) and registers mmpoly's classifiers with mmpretrain's model hub
-(:mod:`mmpoly.utils.model_hub`).
+(:mod:`mmpoly.utils.model_hub`); it changes nothing else. Runner-side changes to mmengine (safe
+checkpoint loading, atomic saving) come with ``import mmpoly.engine``.
 """
 from .version import __version__, check_requirements
 

@@ -26,17 +26,37 @@ The copy is in eval mode, with
 Batch statistics are not used in eval mode, so the copy computes the same function as
 ``model.eval()`` up to float rounding; ``tests/test_deploy.py`` checks it for every family.
 The copy is for inference only (do not train it: the folded BNs no longer update).
+
+ONNX (needs ``pip install mmpoly[deploy]``: onnx, onnxscript, onnxruntime)::
+
+    path = mmpoly.deploy.export_onnx(model, 'model.onnx', (3, 32, 32), dynamic_batch=True)
+    parity = mmpoly.deploy.onnx_parity(model, path, torch.randn(8, 3, 32, 32))
+
+:func:`export_onnx` exports the inference copy with ``torch.onnx.export`` (the ``torch.export``
+based exporter, the default of torch >= 2.9), checks the graph with the ONNX checker and writes
+the file atomically. Its input is the *normalised* image batch, as after the config's data
+preprocessor (mmdeploy's convention); its output the classifier's logits (``mode='tensor'``)
+or, for a detector, the backbone + neck feature maps (``extract_feat``).
 """
+import contextlib
 import copy
+import math
+import os.path as osp
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
+import torch.nn.functional as F
 from mmcv.cnn import ConvModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-__all__ = ['DeployReport', 'inference_copy', 'fuse_for_inference']
+__all__ = ['DeployReport', 'inference_copy', 'fuse_for_inference', 'TensorForward',
+           'input_shape_from_config', 'fixed_size_modules', 'export_onnx', 'onnx_session',
+           'run_onnx', 'OnnxParity', 'compare_outputs', 'onnx_parity', 'DEFAULT_OPSET',
+           'PARITY_RTOL', 'load_model', 'is_detector', 'RUNTIMES', 'onnx_speed',
+           'onnx_speed_checks', 'format_onnx_speed', 'run_onnx_benchmark',
+           'format_onnx_benchmark']
 
 
 @dataclass
@@ -163,3 +183,483 @@ def inference_copy(model: nn.Module) -> nn.Module:
     fused = copy.deepcopy(model)
     fuse_for_inference(fused)
     return fused
+
+
+# ----------------------------------------------------------------------------------------------
+# ONNX export and onnxruntime parity
+
+#: The ONNX opset of :func:`export_onnx` (torch's default for its ``torch.export`` exporter).
+DEFAULT_OPSET = 20
+#: Largest ``max|onnxruntime - PyTorch| / max|PyTorch|`` accepted by :func:`onnx_parity`'s
+#: callers: both run float32, and only the summation order of the reductions differs (MLAS vs
+#: oneDNN kernels), so each output carries a relative rounding error of a few float32 ulps
+#: (u = 6e-8) per layer, times the depth and the reduction length's square root; measured
+#: values are 1e-7 to 1e-6 (docs/en/deployment.md), 1e-4 leaves two orders of margin.
+PARITY_RTOL = 1e-4
+
+
+class TensorForward(nn.Module):
+    """One tensor in, the network's tensors out: the graph :func:`export_onnx` exports.
+
+    ``part='classifier'``: ``model(x, mode='tensor')`` of an mmpretrain classifier, (B, C, H, W)
+    -> logits (B, num_classes). ``part='features'``: ``model.extract_feat(x)`` of a detector (or
+    a classifier), a tuple of feature maps (the backbone + neck outputs).
+    """
+
+    def __init__(self, model: nn.Module, part: str = 'classifier') -> None:
+        super().__init__()
+        if part not in ('classifier', 'features'):
+            raise ValueError(f"part must be 'classifier' or 'features', got {part!r}")
+        self.model = model
+        self.part = part
+
+    def forward(self, x: torch.Tensor) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
+        if self.part == 'features':
+            return tuple(self.model.extract_feat(x))
+        return self.model(x, mode='tensor')
+
+
+def _crop_size(transform: dict) -> Optional[Tuple[int, int]]:
+    """(H, W) a fixed-size image transform of a test pipeline produces, or None."""
+    kind = str(transform.get('type', ''))
+    if kind in ('CenterCrop', 'RandomCrop', 'RandomResizedCrop'):
+        size = transform.get('crop_size', transform.get('scale'))
+    elif kind == 'Resize' and not transform.get('keep_ratio', False):
+        size = transform.get('scale')  # (w, h)
+    else:
+        return None
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        return int(size[1]), int(size[0])  # OpenMMLab sizes are (w, h)
+    return None
+
+
+def _padded_resize(transform: dict, divisor: int) -> Optional[Tuple[int, int]]:
+    """(H, W) of a keep-ratio detection Resize's scale, padded to ``divisor`` (the batch size a
+    detector's data preprocessor pads an image of that scale to)."""
+    if transform.get('type') != 'Resize' or not isinstance(transform.get('scale'), (list, tuple)):
+        return None
+    width, height = transform['scale']
+    return (math.ceil(height / divisor) * divisor, math.ceil(width / divisor) * divisor)
+
+
+def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
+    """(C, H, W) of the network input the config's test pipeline and data preprocessor give.
+
+    * C: the number of ``mean`` values of the data preprocessor, else the backbone's
+      ``in_channels`` (3 if neither is set);
+    * (H, W): the crop / fixed resize of the test pipeline (ImageNet: 224×224); for audio
+      (``LogMelSpectrogram``) n_mels × (1 + clip length // hop length) (Speech Commands: 32×32);
+      for a detector the test ``Resize`` scale padded to ``pad_size_divisor`` (800×1344);
+      otherwise the dataset's image size (``*MNIST*``: 28×28, ``*CIFAR*``: 32×32).
+
+    Raises:
+        ValueError: none of these applies; the message names what was looked at.
+    """
+    model_cfg = cfg.model
+    preprocessor = model_cfg.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
+    backbone = model_cfg.get('backbone', {}) or {}
+    if preprocessor.get('mean') is not None:
+        channels = len(preprocessor['mean'])
+    else:
+        channels = int(backbone.get('in_channels', 3))
+    loader = cfg.get('test_dataloader') or cfg.get('val_dataloader') or {}
+    dataset = loader.get('dataset', {}) or {}
+    while 'dataset' in dataset:  # wrappers (ClassBalancedDataset, RepeatDataset, …)
+        dataset = dataset['dataset']
+    pipeline = list(dataset.get('pipeline', None) or cfg.get('test_pipeline', None) or [])
+    for transform in reversed(pipeline):
+        size = _crop_size(transform)
+        if size is not None:
+            return channels, size[0], size[1]
+    for transform in pipeline:
+        if transform.get('type') == 'LogMelSpectrogram':
+            lengths = [t.get('length') for t in pipeline if t.get('type') == 'AudioFixLength']
+            if not lengths or not isinstance(lengths[0], int):
+                raise ValueError('the test pipeline has LogMelSpectrogram but no AudioFixLength '
+                                 'with an int length: the number of frames is not fixed; give '
+                                 'the input shape (--shape C H W)')
+            return channels, int(transform['n_mels']), 1 + lengths[0] // int(
+                transform.get('hop_length', 512))
+    if 'rpn_head' in model_cfg or 'roi_head' in model_cfg:
+        divisor = int(preprocessor.get('pad_size_divisor', 1))
+        for transform in pipeline:
+            size = _padded_resize(transform, divisor)
+            if size is not None:
+                return channels, size[0], size[1]
+    dataset_type = str(dataset.get('type', ''))
+    if 'MNIST' in dataset_type:
+        return channels, 28, 28
+    if 'CIFAR' in dataset_type:
+        return channels, 32, 32
+    raise ValueError(f'cannot tell the input size from the config: its test pipeline '
+                     f'{[t.get("type") for t in pipeline]} has no crop, fixed resize or '
+                     f'LogMelSpectrogram, and its test dataset type {dataset_type!r} is not a '
+                     f'CIFAR/MNIST one; give the input shape (--shape C H W)')
+
+
+def load_model(config: str, checkpoint: Optional[str] = None) -> Tuple[Any, nn.Module]:
+    """(cfg, model) of an mmpoly config file, in eval mode, with the config's data preprocessor
+    (as the Runner builds it) and ``checkpoint``'s ``state_dict`` loaded strictly (None: the
+    initial weights; a backbone's ``Pretrained`` init is not loaded either way)."""
+    from mmengine.config import Config
+
+    from mmpoly.fileio import load_checkpoint_file
+    from mmpoly.utils import register_all_modules
+    from mmpoly.utils.complexity import build_model
+
+    register_all_modules(init_default_scope=False)
+    cfg = Config.fromfile(config)
+    if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
+        cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
+    backbone = cfg.model.get('backbone')
+    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
+            backbone.init_cfg.get('type') == 'Pretrained':
+        backbone.init_cfg = None
+    model = build_model(cfg)
+    if checkpoint is not None:
+        state = load_checkpoint_file(checkpoint)
+        if isinstance(state, dict) and isinstance(state.get('state_dict'), dict):
+            state = state['state_dict']
+        if not isinstance(state, dict):
+            raise ValueError(f'{checkpoint} holds no state_dict (got {type(state).__name__})')
+        model.load_state_dict(state, strict=True)
+    return cfg, model.eval()
+
+
+def is_detector(model: nn.Module) -> bool:
+    """Whether ``model`` is an mmdet detector (exported as backbone + neck features)."""
+    from mmdet.models.detectors import BaseDetector
+    return isinstance(model, BaseDetector)
+
+
+def fixed_size_modules(model: nn.Module) -> List[str]:
+    """Names of the modules built for one feature-map size (a ``spatial_size`` attribute: the
+    C4 factor of PDC-NL[3]/[4] maps to one output channel per position)."""
+    return [name for name, module in model.named_modules()
+            if getattr(module, 'spatial_size', None) is not None]
+
+
+def _flat_outputs(output: Any) -> List[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return [output]
+    return [tensor for item in output for tensor in _flat_outputs(item)]
+
+
+@contextlib.contextmanager
+def _attention_as_4d() -> Iterator[None]:
+    """Within the context, ``F.scaled_dot_product_attention`` of 3-D (B, L, E) tensors runs on
+    (B, 1, L, E) views: the same function, in the one layout the exporter's ONNX translation of
+    the op takes (it asserts 4-D query, key and value; the non-local blocks pass 3-D)."""
+    original = F.scaled_dot_product_attention
+
+    def four_d(query, key, value, *args, **kwargs):
+        if query.dim() == key.dim() == value.dim() == 3:
+            return original(query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1), *args,
+                            **kwargs).squeeze(1)
+        return original(query, key, value, *args, **kwargs)
+
+    F.scaled_dot_product_attention = four_d
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def export_onnx(model: nn.Module,
+                path: str,
+                input_shape: Sequence[int],
+                batch_size: int = 1,
+                opset: int = DEFAULT_OPSET,
+                dynamic_batch: bool = False,
+                dynamic_size: bool = False,
+                part: str = 'classifier') -> str:
+    """Export :func:`inference_copy` of ``model`` to the ONNX file ``path``; return ``path``.
+
+    Args:
+        model: an mmpretrain classifier (``part='classifier'``) or a model with
+            ``extract_feat`` (``part='features'``: a detector's backbone + neck).
+        path: the ``.onnx`` file, written atomically (complete or not at all) after
+            ``onnx.checker.check_model(full_check=True)`` accepted the graph.
+        input_shape: (C, H, W) of the example input; batch_size: its B.
+        opset: the ai.onnx opset (>= 18, the exporter's own).
+        dynamic_batch: the batch axis of the input (and outputs) is symbolic (``batch``).
+        dynamic_size: H and W are symbolic too. Refused for a model with a fixed-size module
+            (:func:`fixed_size_modules`, e.g. PDC-NL): export those at their one input size.
+
+    Raises:
+        ValueError: a bad option, a shape the model does not take (PyTorch's own error is
+            chained), or ``dynamic_size`` with a fixed-size module.
+        RuntimeError: the exporter or the ONNX checker failed (nothing is written).
+    """
+    import onnx
+    from mmpoly.fileio import atomic_write
+
+    shape = tuple(int(v) for v in input_shape)
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f'input_shape must be (C, H, W), three positive ints, got {input_shape}')
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
+    if not isinstance(opset, int) or opset < 18:
+        raise ValueError(f'opset must be an int >= 18 (the torch.export-based exporter '
+                         f'implements opset 18 and later), got {opset!r}')
+    if dynamic_size:
+        fixed = fixed_size_modules(model)
+        if fixed:
+            sizes = sorted({tuple(model.get_submodule(name).spatial_size) for name in fixed})
+            raise ValueError(
+                f'dynamic_size (a symbolic H, W) cannot be exported: {len(fixed)} module(s) of '
+                f'this model are built for one feature-map size ({fixed[0]}: spatial_size '
+                f'{sizes[0]}; PDC-NL\'s C4 has one output channel per position). Export at the '
+                f'fixed input size {shape[1]}x{shape[2]} (dynamic_batch is allowed)')
+    fused = TensorForward(inference_copy(model), part).eval()
+    example = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        try:
+            outputs = _flat_outputs(fused(example))
+        except (ValueError, RuntimeError) as error:
+            raise ValueError(f'the model does not take a {tuple(example.shape)} input '
+                             f'(input_shape {shape}): {error}') from error
+    dims: Dict[int, Any] = {}
+    if dynamic_batch:
+        dims[0] = torch.export.Dim('batch', min=1, max=4096)
+    if dynamic_size:
+        dims[2] = torch.export.Dim('height', min=1, max=8192)
+        dims[3] = torch.export.Dim('width', min=1, max=8192)
+    output_names = ['logits'] if part == 'classifier' else [
+        f'feat{i}' for i in range(len(outputs))]
+    try:
+        with torch.no_grad(), _attention_as_4d():
+            program = torch.onnx.export(
+                fused, (example, ), dynamo=True, opset_version=opset, input_names=['input'],
+                output_names=output_names, dynamic_shapes=({**dims}, ) if dims else None,
+                external_data=False, verbose=False)
+    except Exception as error:  # the exporter raises many types; keep its message
+        raise RuntimeError(f'torch.onnx.export failed for {type(model).__name__} with input '
+                           f'{tuple(example.shape)} (dynamic batch {dynamic_batch}, size '
+                           f'{dynamic_size}): {error}') from error
+    proto = program.model_proto
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except onnx.checker.ValidationError as error:
+        raise RuntimeError(f'the ONNX checker rejected the exported graph; {path} is not '
+                           f'written: {error}') from error
+    atomic_write(proto.SerializeToString(), path)
+    return path
+
+
+def onnx_session(path: str, threads: Optional[int] = None) -> Any:
+    """An onnxruntime CPU ``InferenceSession`` of ``path`` (``threads``: intra-op threads, one
+    inter-op thread; None: onnxruntime's default)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+    return ort.InferenceSession(path, options, providers=['CPUExecutionProvider'])
+
+
+def run_onnx(session: Any, x: Union[torch.Tensor, 'Any']) -> List['Any']:
+    """The outputs (numpy arrays) of an onnxruntime session for one input batch."""
+    import numpy as np
+    array = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    name = session.get_inputs()[0].name
+    return session.run(None, {name: np.ascontiguousarray(array, dtype=np.float32)})
+
+
+@dataclass
+class OnnxParity:
+    """onnxruntime against PyTorch on the same inputs (over every output tensor)."""
+    max_abs: float  # max |onnxruntime - PyTorch|
+    max_rel: float  # max_abs / max |PyTorch|
+    scale: float  # max |PyTorch|
+    num_outputs: int
+    shapes: List[Tuple[int, ...]]
+
+
+def compare_outputs(expected: Sequence[Any], actual: Sequence[Any]) -> OnnxParity:
+    """:class:`OnnxParity` of two lists of arrays/tensors (shapes must agree)."""
+    import numpy as np
+    if len(expected) != len(actual):
+        raise ValueError(f'{len(actual)} outputs against {len(expected)} expected')
+    max_abs, scale, shapes = 0.0, 0.0, []
+    for e, a in zip(expected, actual):
+        e = e.detach().cpu().numpy() if isinstance(e, torch.Tensor) else np.asarray(e)
+        a = np.asarray(a)
+        if e.shape != a.shape:
+            raise ValueError(f'output shape {a.shape} differs from the expected {e.shape}')
+        shapes.append(tuple(e.shape))
+        e64, a64 = e.astype(np.float64), a.astype(np.float64)
+        if not np.isfinite(a64).all():
+            max_abs = math.inf
+        else:
+            max_abs = max(max_abs, float(np.abs(a64 - e64).max(initial=0.0)))
+        scale = max(scale, float(np.abs(e64).max(initial=0.0)))
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+    return OnnxParity(max_abs, max_rel, scale, len(shapes), shapes)
+
+
+def onnx_parity(model: nn.Module, path: str, x: torch.Tensor,
+                part: str = 'classifier', session: Any = None) -> OnnxParity:
+    """Run the ONNX file ``path`` (or ``session``) and ``model`` in eval mode (float32) on the
+    same batch ``x``; return the largest differences."""
+    net = TensorForward(model, part)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            expected = _flat_outputs(net(x.float()))
+    finally:
+        model.train(was_training)
+    session = session if session is not None else onnx_session(path)
+    return compare_outputs(expected, run_onnx(session, x))
+
+
+# ----------------------------------------------------------------------------------------------
+# onnxruntime against PyTorch eager on CPU (tools/analysis_tools/benchmark.py --onnx)
+
+#: The runtimes :func:`onnx_speed` times: the model as trained (eval mode), its
+#: :func:`inference_copy`, and the exported copy run by onnxruntime.
+RUNTIMES = ('eager', 'eager_fused', 'onnxruntime')
+
+
+def _mean_call_seconds(call: Any, iters: int, warmup: int) -> float:
+    """Mean seconds of ``iters`` calls of ``call`` after ``warmup`` untimed ones."""
+    import time
+    for _ in range(warmup):
+        call()
+    start = time.perf_counter()
+    for _ in range(iters):
+        call()
+    return (time.perf_counter() - start) / iters
+
+
+def onnx_speed(configs: Sequence[str], batch_sizes: Sequence[int], threads: int, rounds: int,
+               iters: int, warmup: int,
+               input_size: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+    """CPU latency (s per batch) and throughput (images/s) of every config's classifier in
+    each of :data:`RUNTIMES`, for each batch size; one entry per (config, batch size).
+
+    PyTorch runs ``model(x, mode='tensor')`` under ``torch.inference_mode`` with
+    ``threads`` intra-op threads; onnxruntime runs the file :func:`export_onnx` writes (dynamic
+    batch) with ``threads`` intra-op threads and one inter-op thread, on the same normalised
+    random batch. Each of ``rounds`` rounds times every (config, batch, runtime) once
+    (``warmup`` untimed calls, then the mean of ``iters`` calls), interleaved, alternating
+    the order; the figures are medians over rounds. Weights are the configs' initial ones.
+    """
+    import statistics
+    import tempfile
+
+    torch.set_num_threads(threads)
+    cases = []
+    with tempfile.TemporaryDirectory() as work_dir:
+        for index, config in enumerate(configs):
+            cfg, model = load_model(config)
+            shape = input_shape_from_config(cfg)
+            if input_size is not None:
+                shape = (shape[0], int(input_size[0]), int(input_size[1]))
+            path = export_onnx(model, osp.join(work_dir, f'{index}.onnx'), shape, batch_size=2,
+                               dynamic_batch=True)
+            session = onnx_session(path, threads)
+            fused = inference_copy(model)
+            for batch in batch_sizes:
+                x = torch.randn(batch, *shape, generator=torch.Generator().manual_seed(batch))
+                array = x.numpy()
+
+                def eager(net=model, x=x):
+                    with torch.inference_mode():
+                        net(x, mode='tensor')
+
+                def eager_fused(net=fused, x=x):
+                    with torch.inference_mode():
+                        net(x, mode='tensor')
+
+                def onnxruntime(session=session, array=array):
+                    run_onnx(session, array)
+
+                cases.append(dict(config=config, batch_size=batch, input_shape=list(shape),
+                                  calls=dict(eager=eager, eager_fused=eager_fused,
+                                             onnxruntime=onnxruntime),
+                                  seconds={name: [] for name in RUNTIMES}))
+        for round_index in range(rounds):
+            order = list(range(len(cases)))
+            if round_index % 2:
+                order.reverse()
+            for i in order:
+                runtimes = RUNTIMES if round_index % 2 == 0 else RUNTIMES[::-1]
+                for name in runtimes:
+                    cases[i]['seconds'][name].append(
+                        _mean_call_seconds(cases[i]['calls'][name], iters, warmup))
+    results = []
+    for case in cases:
+        latency = {name: statistics.median(case['seconds'][name]) for name in RUNTIMES}
+        results.append(dict(
+            config=case['config'], batch_size=case['batch_size'],
+            input_shape=case['input_shape'], threads=threads, latency_s=latency,
+            images_per_s={name: case['batch_size'] / latency[name] for name in RUNTIMES},
+            rounds_s=case['seconds'],
+            # > 1: onnxruntime is faster (eager latency / onnxruntime latency)
+            speedup=dict(onnx_vs_eager=latency['eager'] / latency['onnxruntime'],
+                         onnx_vs_eager_fused=latency['eager_fused'] / latency['onnxruntime'],
+                         fused_vs_eager=latency['eager'] / latency['eager_fused'])))
+    return results
+
+
+def onnx_speed_checks(results: Sequence[Dict[str, Any]], min_speedup: Optional[float],
+                      baseline: Optional[str] = None) -> List[Dict[str, Any]]:
+    """One check per model but ``baseline``, at the first (smallest listed) batch size:
+    eager latency / onnxruntime latency >= ``min_speedup``."""
+    if min_speedup is None or not results:
+        return []
+    first = results[0]['batch_size']
+    return [dict(config=r['config'], target='min_onnx_speedup', ratio='onnx_vs_eager',
+                 batch_size=first, value=r['speedup']['onnx_vs_eager'], limit=min_speedup,
+                 passed=r['speedup']['onnx_vs_eager'] >= min_speedup)
+            for r in results if r['batch_size'] == first and r['config'] != baseline]
+
+
+def format_onnx_speed(results: Sequence[Dict[str, Any]]) -> str:
+    """One line per (config, batch size): latency and throughput of each runtime and ratios."""
+    lines = []
+    for r in results:
+        lat, ips, speed = r['latency_s'], r['images_per_s'], r['speedup']
+        lines.append(
+            f"{osp.basename(r['config']):45s} batch {r['batch_size']:3d} "
+            f"threads {r['threads']} | latency ms: eager {lat['eager'] * 1e3:8.2f}, fused "
+            f"{lat['eager_fused'] * 1e3:8.2f}, onnxruntime {lat['onnxruntime'] * 1e3:8.2f} | "
+            f"img/s: eager {ips['eager']:8.1f}, onnxruntime {ips['onnxruntime']:8.1f} | "
+            f"onnxruntime speed-up vs eager {speed['onnx_vs_eager']:5.2f}×, vs fused eager "
+            f"{speed['onnx_vs_eager_fused']:5.2f}×")
+    return '\n'.join(lines)
+
+
+def run_onnx_benchmark(args: Any) -> Dict[str, Any]:
+    """``benchmark.py --onnx``: :func:`onnx_speed` of ``args.baseline`` and ``args.configs`` at
+    ``args.onnx_batch_sizes`` (default ``[args.batch_size]``) with ``args.threads`` threads
+    (default: torch's), and the ``--min-onnx-speedup`` checks (:func:`onnx_speed_checks`)."""
+    import onnxruntime
+
+    threads = args.threads or torch.get_num_threads()
+    batch_sizes = args.onnx_batch_sizes or [args.batch_size]
+    measured = onnx_speed([args.baseline, *args.configs], batch_sizes, threads, args.rounds,
+                          args.iters, args.warmup, args.input_size)
+    checks = onnx_speed_checks(measured, args.min_onnx_speedup, args.baseline)
+    settings = dict(torch=torch.__version__, onnxruntime=onnxruntime.__version__, device='cpu',
+                    threads=threads, batch_sizes=list(batch_sizes), rounds=args.rounds,
+                    iters=args.iters, warmup=args.warmup)
+    return dict(settings=settings, baseline=args.baseline, onnx=measured, checks=checks,
+                passed=all(check['passed'] for check in checks))
+
+
+def format_onnx_benchmark(results: Dict[str, Any]) -> str:
+    """The settings, :func:`format_onnx_speed` and the checks of :func:`run_onnx_benchmark`."""
+    s = results['settings']
+    lines = [f"torch {s['torch']} eager vs onnxruntime {s['onnxruntime']} | cpu | threads "
+             f"{s['threads']} | {s['rounds']} rounds × ({s['warmup']} warm-up + {s['iters']} "
+             f"iters), median latency", format_onnx_speed(results['onnx'])]
+    for check in results['checks']:
+        lines.append(f"{'PASS' if check['passed'] else 'FAIL'} {osp.basename(check['config'])}"
+                     f" batch {check['batch_size']}: eager / onnxruntime latency "
+                     f"{check['value']:.3f}, target >= {check['limit']:.3f}")
+    return '\n'.join(lines)

@@ -110,15 +110,28 @@ def _fake_results(train: float, infer: float, memory: float, flops: float) -> di
 
 
 def test_check_targets(tool):
-    args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
-    checks = tool.check_targets(_fake_results(0.9, 0.86, 1.1, 0.89), args)
+    args = tool.parse_args(['--preset', 'cifar-pdc-comp'])  # eager CPU floors
+    checks = tool.check_targets(_fake_results(0.7, 0.71, 1.9, 0.89), args)
     assert {(c['target'], c['passed']) for c in checks} == {
-        ('min_train_ratio', True), ('min_infer_ratio', False), ('max_memory_ratio', True)}
-    args = tool.parse_args(['--preset', 'cifar100-families'])
-    checks = tool.check_targets(_fake_results(0.5, 0.6, 3.0, 0.65), args)
-    # limit 0.85 × 0.65 = 0.5525: training misses it, inference meets it
+        ('min_train_ratio', True), ('min_infer_ratio', False), ('max_memory_ratio', False)}
+    args = tool.parse_args(['--preset', 'gpu-cifar100-families', '--device', 'cpu'])
+    checks = tool.check_targets(_fake_results(0.5, 0.6, 3.0, 0.8), args)
+    # limit 0.70 × 0.8 = 0.56: training misses it, inference meets it
     assert [(c['ratio'], c['passed']) for c in checks] == [('train', False), ('infer', True)]
-    assert checks[0]['limit'] == pytest.approx(0.85 * 0.65)
+    assert checks[0]['limit'] == pytest.approx(0.70 * 0.8)
+
+
+def test_per_model_floors(tool):
+    args = tool.parse_args(['--preset', 'cifar100-families'])
+    results = _fake_results(0.45, 0.37, 1.0, 0.78)
+    results['models'][1]['config'] = 'configs/pdc-nl3_resnet18_1xb128_cifar100.py'
+    checks = tool.check_targets(results, args)  # floors (0.43, 0.38) of PDC-NL[3]
+    assert [(c['target'], c['ratio'], c['limit'], c['passed']) for c in checks] == [
+        ('floor', 'train', 0.43, True), ('floor', 'infer', 0.38, False)]
+    # every family has a floor, and none above the measured eager ratio of the README
+    assert sorted(args.floors) == sorted(tool._CIFAR100_FAMILIES)
+    assert tool.check_targets(results, tool.parse_args(['--preset', 'cifar100-families',
+                                                        '--eager'])) == []
 
 
 def test_main_exits_non_zero_on_a_miss(tool, tmp_path, monkeypatch):
@@ -135,18 +148,31 @@ def test_main_exits_non_zero_on_a_miss(tool, tmp_path, monkeypatch):
 
 def test_presets_fill_options_and_the_command_line_wins(tool):
     args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
-    assert args.batch_size == 64 and args.threads == 2
-    assert (args.min_train_ratio, args.min_infer_ratio, args.max_memory_ratio) == (0.85, 0.87,
-                                                                                    1.2)
+    assert args.batch_size == 64 and args.threads == 2 and not args.compile
+    assert (args.min_train_ratio, args.min_infer_ratio, args.max_memory_ratio) == (0.68, 0.72,
+                                                                                    1.85)
+    args = tool.parse_args(['--preset', 'cifar-pdc-comp-compiled'])
+    assert args.compile and args.min_train_ratio == 0.85 and args.warmup == 3
     assert os.path.basename(args.baseline) == 'resnet18_1xb128_cifar10.py'
     assert [os.path.basename(c) for c in args.configs] == ['pdc-comp_resnet18_1xb128_cifar10.py']
     args = tool.parse_args(['--preset', 'in1k-pdc-cmp', '--batch-size', '8'])
     assert args.batch_size == 8 and args.input_size == [224, 224]
-    assert args.min_train_ratio == 1.30
+    assert args.min_train_ratio == 0.94
+    # the GPU targets: both models compiled, the configs' per-GPU batch
+    gpu = {name: tool.parse_args(['--preset', name, '--device', 'cpu'])
+           for name in tool.PRESETS if name.startswith('gpu-')}
+    assert {name: (a.min_train_ratio, a.max_memory_ratio, a.min_flop_fraction, a.batch_size)
+            for name, a in gpu.items()} == {
+        'gpu-cifar-pdc-comp': (0.76, 1.3, None, 128), 'gpu-in1k-pdc': (0.92, None, None, 32),
+        'gpu-in1k-pdc-cmp': (1.20, None, None, 32),
+        'gpu-cifar100-families': (None, None, 0.70, 128)}
+    assert all(a.compile for a in gpu.values())
+    eager = tool.parse_args(['--preset', 'gpu-in1k-pdc', '--device', 'cpu', '--eager'])
+    assert not eager.compile and eager.min_train_ratio is None and eager.batch_size == 32
     args = tool.parse_args(['--preset', 'cifar-pdc-comp', '--no-memory'])
-    assert args.max_memory_ratio is None and args.min_train_ratio == 0.85
+    assert args.max_memory_ratio is None and args.min_train_ratio == 0.68
     for preset in tool.PRESETS:  # every preset names existing configs
-        args = tool.parse_args(['--preset', preset])
+        args = tool.parse_args(['--preset', preset, '--device', 'cpu'])
         assert all(os.path.isfile(c) for c in [args.baseline, *args.configs])
 
 
@@ -162,6 +188,10 @@ def test_presets_fill_options_and_the_command_line_wins(tool):
     ([MODEL, '--baseline', BASELINE, '--no-memory', '--max-memory-ratio', '1.2'],
      '--max-memory-ratio needs the memory measurement'),
     ([MODEL, '--baseline', BASELINE, '--min-train-ratio', '0'], '--min-train-ratio'),
+    ([MODEL, '--baseline', BASELINE, '--compile-mode', 'max-autotune'],
+     '--compile-mode needs --compile'),
+    (['--preset', 'gpu-in1k-pdc', '--device', 'cpu', '--eager', '--compile'],
+     '--eager and --compile exclude each other'),
 ])
 def test_bad_options(tool, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:

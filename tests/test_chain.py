@@ -169,3 +169,46 @@ def test_second_derivative_through_the_fused_term_is_refused():
     (grad, ) = torch.autograd.grad(term(z).sum(), z, create_graph=True)
     with pytest.raises(RuntimeError, match='once_differentiable|differentiate'):
         grad.sum().backward()
+
+
+@pytest.fixture
+def torch_version(monkeypatch: pytest.MonkeyPatch):
+    """Set ``torch.__version__`` for the chains' version gate (its cache cleared around)."""
+    from mmpoly.models.polynomial import chain
+    chain.torch_tested.cache_clear()
+    yield lambda version: monkeypatch.setattr(chain.torch, '__version__', version)
+    chain.torch_tested.cache_clear()
+
+
+@pytest.mark.parametrize('version', ['2.14.0', '2.14.1+cpu', '2.14.3'])
+def test_tested_torch_runs_the_fused_chains(torch_version, version):
+    from mmpoly.models.polynomial.chain import TESTED_TORCH, torch_tested
+    torch_version(version)
+    assert TESTED_TORCH == ('2.14', '2.15') and torch_tested(version)
+    assert type(_term().float()(torch.randn(2, 6, 5, 5)).grad_fn).__name__ == \
+        'NormActScaleBackward'
+
+
+@pytest.mark.parametrize('version', ['2.11.0', '2.13.1', '2.15.0', '3.0.0.dev1', 'garbage'])
+def test_untested_torch_runs_the_layers_and_says_so_once(torch_version, version):
+    import logging
+
+    from mmengine.logging import MMLogger
+    torch_version(version)
+    term, reference = _term(), _term()
+    z = torch.randn(2, 6, 5, 5, dtype=torch.float64)
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    MMLogger.get_current_instance().addHandler(handler)
+    try:
+        out = term(z)
+        assert type(out.grad_fn).__name__ == 'MulBackward0'
+        torch.testing.assert_close(out, _layers(reference, z))
+        term(z)
+    finally:
+        MMLogger.get_current_instance().removeHandler(handler)
+    messages = [m for m in messages if 'term chains' in m]
+    assert len(messages) == 1, messages
+    assert f'with torch {version} the terms run their layers' in messages[0]
+    assert 'tested with torch >=2.14,<2.15' in messages[0]

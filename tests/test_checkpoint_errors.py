@@ -7,6 +7,7 @@
   mis-shaped keys) unless ``--non-strict`` is given (``StrictCheckpointHook``).
 """
 import logging
+import os
 import pickle
 import re
 import subprocess
@@ -33,6 +34,7 @@ from mmpoly.engine import checkpoint as ckpt_mod
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError,
                                       compare_state_dict)
+from mmpoly.fileio import checkpoint as safe_loading
 
 
 
@@ -135,8 +137,72 @@ def test_disallowed_object_is_unsafe_not_corrupt(tmp_path: Path, monkeypatch: py
         CheckpointLoader.load_checkpoint(str(path), map_location='cpu')
     assert not isinstance(info.value, CorruptCheckpointError)
     assert str(path) in str(info.value) and 'Arbitrary' in str(info.value)
-    if not legacy:  # the static scan reads zip files only
-        assert info.value.refused_globals == ['test_engine.Arbitrary']
+    assert info.value.refused_globals == ['test_engine.Arbitrary']
+
+
+class RunsCommand:
+    """Pickles as ``os.system(command)``: the classic malicious checkpoint."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return os.system, (self.command, )
+
+
+def _save_raw_pickle(obj: object, path: Path, protocol: int = 2) -> None:
+    with open(path, 'wb') as f:
+        pickle.dump(obj, f, protocol=protocol)
+
+
+#: How each format writes a checkpoint (a raw pickle with torch.save's protocol 2).
+FORMATS = {
+    'zip': torch.save,
+    'legacy': lambda obj, path: torch.save(obj, path, _use_new_zipfile_serialization=False),
+    'raw pickle': _save_raw_pickle,
+}
+
+
+@pytest.mark.parametrize('fmt', list(FORMATS))
+def test_refusal_names_only_the_refused_global(mmengine_checkpoint: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               fmt: str) -> None:
+    """A real mmengine checkpoint (HistoryBuffer, numpy arrays and scalars: all allowed) with a
+    payload: the refusal names the payload's global, none of the allowed ones, and runs nothing."""
+    monkeypatch.delenv(ckpt_mod.TRUSTED_CHECKPOINTS_ENV, raising=False)
+    marker = tmp_path / 'pwned'
+    loaded = _load_checkpoint(str(mmengine_checkpoint))
+    content = dict(message_hub=loaded['message_hub'], payload=RunsCommand(f'touch {marker}'))
+    if fmt != 'raw pickle':  # a raw pickle of tensors needs torch globals that are refused too
+        content['state_dict'] = loaded['state_dict']
+    path = tmp_path / 'evil.pth'
+    FORMATS[fmt](content, path)
+    allowed = [safe_loading._global_name(g) for g in safe_loading.MMENGINE_CHECKPOINT_GLOBALS]
+    assert {'mmengine.logging.history_buffer.HistoryBuffer', 'builtins.getattr'} <= set(
+        safe_loading.pickled_globals(str(path)))  # the file does hold allowed globals
+    with pytest.raises(UnsafeCheckpointError) as info:
+        CheckpointLoader.load_checkpoint(str(path), map_location='cpu')
+    error = info.value
+    system = f'{os.system.__module__}.system'  # posix.system on Linux
+    assert error.refused_globals == [system]
+    message = str(error)
+    assert f'does not allow the global(s) {system}.' in message and str(path) in message
+    for name in allowed + ['HistoryBuffer', 'numpy']:
+        assert name not in message, name
+    assert not marker.exists()
+
+
+def test_refusal_of_a_protocol_5_pickle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pickle's default protocol names globals with STACK_GLOBAL (and memoized strings)."""
+    monkeypatch.delenv(ckpt_mod.TRUSTED_CHECKPOINTS_ENV, raising=False)
+    marker = tmp_path / 'pwned'
+    path = tmp_path / 'evil.pkl'
+    _save_raw_pickle(dict(epoch=1, a=RunsCommand(f'touch {marker}'),
+                          b=RunsCommand(f'touch {marker}')), path, protocol=5)
+    with pytest.raises(UnsafeCheckpointError) as info:
+        _load_checkpoint(str(path))
+    assert info.value.refused_globals == [f'{os.system.__module__}.system']
+    assert not marker.exists()
 
 
 def test_trusted_corrupt_file_is_still_corrupt(tmp_path: Path,

@@ -390,7 +390,13 @@ def test_plot_tool_averages_repeated_runs(tmp_path: Path) -> None:
 TRAIN_CONFIG = '''\
 # A small self-contained config: a tiny PDC ResNet on a {what} Fashion-MNIST training set.
 default_scope = 'mmpretrain'
-custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets', 'mmpoly.engine'],
+                      allow_failed_imports=False)
+# as configs/_base_/default_runtime.py: the BN running statistics are recomputed before the
+# validation (with 500 images and 8 epochs they lag far behind the weights: eval-mode top-1
+# fell to chance without it), and a non-finite validation is an error
+custom_hooks = [dict(type='RecomputeBNHook', num_samples=2048),
+                dict(type='NonFiniteValidationHook')]
 
 ''' + TINY_PDC_MODEL + '''
 pipeline = [dict(type='PackInputs')]

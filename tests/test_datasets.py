@@ -306,6 +306,7 @@ DATA_MAKERS: Dict[str, DataMaker] = {  # dataset type -> writer of data under a 
     'LocalCIFAR100': make_cifar100,
     'LocalFashionMNIST': make_fashion_mnist,
     'ImageNet': make_imagenet,
+    'LocalImageNet': make_imagenet,
     'SpeechCommands': make_speech_commands,
 }
 EXTRA_ARGS = {'LocalCIFAR10': dict(verify_checksums=False),

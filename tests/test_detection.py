@@ -375,6 +375,24 @@ def test_fashion_coco_loads_through_the_detector_pipeline(fashion_coco: Dict[str
         sorted(a['category_id'] - 1 for a in anns)
 
 
+@needs_fashion_mnist
+def test_generated_config_reads_the_set_relative_to_itself(tmp_path: Path) -> None:
+    """The config written next to the set holds no absolute path: after moving the folder it
+    reads the set at its new place (datasets and evaluator)."""
+    from mmdet.registry import DATASETS
+    tool = load_tool('dataset_converters/make_fashion_coco')
+    (config, ) = tool.main([str(tmp_path / 'before'), '--train', '2', '--val', '1', '--configs',
+                            str(CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py')])
+    assert str(tmp_path) not in Path(config).read_text()
+    shutil.move(str(tmp_path / 'before'), str(tmp_path / 'after'))
+    cfg = Config.fromfile(str(tmp_path / 'after' / Path(config).name))
+    assert cfg.data_root == f'{tmp_path / "after"}/'
+    assert cfg.val_evaluator.ann_file == str(tmp_path / 'after' / 'annotations' /
+                                             'instances_val2017.json')
+    for loader, count in (('train_dataloader', 2), ('val_dataloader', 1)):
+        assert len(DATASETS.build(cfg[loader].dataset)) == count
+
+
 def test_write_fashion_coco_rejects_bad_arguments(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown split 'test'"):
         write_fashion_coco(str(tmp_path), dict(test=2))
@@ -497,7 +515,7 @@ def test_inference_tool_draws_boxes_masks_and_labels(fashion_coco: Dict[str, Pat
                      str(trained_detectors[config] / 'epoch_3.pth'), '--out-dir',
                      str(tmp_path), '--score-thr', '0'])
     drawn = tmp_path / 'vis' / image.name
-    assert f'drawn: {drawn}' in proc.stdout
+    assert f'drawn: {drawn} (' in proc.stdout
     pred = json.loads((tmp_path / 'preds' / f'{image.stem}.json').read_text())
     assert len(pred['labels']) == len(pred['scores']) == len(pred['bboxes']) == \
         len(pred['masks']) > 0
@@ -506,3 +524,12 @@ def test_inference_tool_draws_boxes_masks_and_labels(fashion_coco: Dict[str, Pat
     assert painted.shape == original.shape
     assert np.abs(painted.astype(int) - original.astype(int)).mean() > 1.0  # boxes and masks
     assert osp.getsize(drawn) > 0
+    # no score reaches 1: nothing is drawn, and the tool says so with the best score
+    proc = run_tool([sys.executable, str(TOOLS / 'det_inference.py'), str(image),
+                     str(fashion_coco[config.replace('_coco.py', '_fashion-coco.py')]),
+                     str(trained_detectors[config] / 'epoch_3.pth'), '--out-dir',
+                     str(tmp_path / 'none'), '--score-thr', '1'])
+    best = max(pred['scores'])
+    assert 'drawn: ' not in proc.stdout.replace('nothing drawn: ', '')
+    assert f'nothing drawn: no detection scores >= --score-thr 1 (best score {best:.3g})' \
+        in proc.stdout

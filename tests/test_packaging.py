@@ -87,7 +87,8 @@ def test_sdist_carries_sources_without_mim_links(dists):
     for path in ('setup.py', 'MANIFEST.in', 'README.md', 'model-index.yml', 'mmpoly/version.py',
                  'configs/metafile.yml', 'configs/_base_/default_runtime.py',
                  'configs/pdc_resnet18_8xb32_in1k.py', 'tools/train.py', 'tools/setup_env.sh',
-                 'checkpoints/fashion-mnist/README.md'):
+                 'checkpoints/fashion-mnist/README.md', 'configs/README.md', 'mkdocs.yml',
+                 'docs/en/index.md', 'tools/select_python.sh', 'tools/docs/gen_tables.py'):
         assert path in names, path
     assert not [n for n in names if n.startswith('mmpoly/.mim')]
 

@@ -13,19 +13,18 @@ from typing import List
 import pytest
 from helpers import REPO, TOOLS, load_tool
 
-from mmpoly.zoo import PaperRow
+from mmpoly.zoo import PaperRow, paper_rows
 from mmpoly.zoo import report
 from mmpoly.zoo.report import END_MARKER, KNOWN_MISFIT, START_MARKER, RowResult
 
 TOOL = TOOLS / 'analysis_tools' / 'paper_table.py'
-README = REPO / 'README.md'
 PDC_COMP = 'pdc-comp_resnet18_1xb128_cifar10.py'
 PDC_COMP_PARAMS = 4_259_793
 
 ROW = PaperRow(table='T-C10', model='PDC-comp', config=PDC_COMP, family='PDC', degree=2,
-               paper_params=4.3, params_digits=1, note='the official yml')
+               paper_params=4.3, params_digits=1, note='EXACT: the official yml')
 WRONG = PaperRow(table='T-C10', model='PDC-wrong', config=PDC_COMP, family='PDC', degree=2,
-                 paper_params=4.4, params_digits=1)
+                 paper_params=4.4, params_digits=1, note='GUESS: a made-up figure')
 MISFIT = PaperRow(table='T-C100', model='PDC-misfit', config=PDC_COMP, family='PDC', degree=3,
                   paper_params=4.4, params_digits=1, claimed_match=False,
                   note='nearest configuration found')
@@ -33,7 +32,7 @@ MISFIT = PaperRow(table='T-C100', model='PDC-misfit', config=PDC_COMP, family='P
 
 def _row(**kwargs) -> PaperRow:
     fields = dict(table='T-X', model='M', config=PDC_COMP, family='PDC', degree=2,
-                  paper_params=11.2, params_digits=1)
+                  paper_params=11.2, params_digits=1, note='FIT: made up')
     fields.update(kwargs)
     return PaperRow(**fields)
 
@@ -151,10 +150,36 @@ def test_markdown_escapes_pipes() -> None:
 def test_readme_table(results: List[RowResult]) -> None:
     table = report.readme_table(results)
     assert 'Family | Degree | Table | Model | Config' in table
-    assert (f'| PDC | 2 | T-C10 | PDC-comp | [{PDC_COMP}](configs/{PDC_COMP}) | 4.3 | '
-            '4.260 (4,259,793) | — | ✓ |') in table
-    assert '| PDC-misfit |' in table and '✗ known misfit' in table
+    assert (f'| PDC | 2 | T-C10 | PDC-comp | `{PDC_COMP}` | 4.3 | '
+            '4.260 (4,259,793) | — | exact | ✓ |') in table
+    assert '| PDC-wrong |' in table and '| guessed | ✗ |' in table
+    assert '| PDC-misfit |' in table and '| nearest | ✗ known misfit |' in table
     assert 'do not edit by hand' in table
+    assert 'Rows that match: 1, of which 1 exact, 0 fitted and 0 guessed;' in table
+    linked = report.readme_table(results, report.CONFIG_LINKS['configs'])
+    assert f'| PDC-comp | [{PDC_COMP}]({PDC_COMP}) |' in linked
+
+
+def test_layout_comes_from_the_note() -> None:
+    assert [report.layout(r) for r in (ROW, WRONG, MISFIT)] == ['exact', 'guessed', 'nearest']
+    assert report.layout(_row(note='FIT: SE reduction 4')) == 'fitted'
+    assert report.layout(_row(note='GUESS: widths; FIT: the reduction')) == 'guessed'
+    assert report.layout(_row(note='standard configuration')) == 'exact'
+    with pytest.raises(ValueError, match="T-X M: its note must say how the layout was chosen"):
+        report.layout(_row(note='chosen somehow'))
+
+
+def test_the_papers_rows_declare_their_layout() -> None:
+    """Of the 38 rows claimed to match the paper's counts, 27 are fitted or guessed layouts
+    (the notes in mmpoly/zoo say which); the 12 others are known misfits."""
+    rows = paper_rows()
+    layouts = [report.layout(row) for row in rows]
+    assert len(rows) == 50
+    assert {name: layouts.count(name) for name in set(layouts)} == {
+        'exact': 11, 'fitted': 10, 'guessed': 17, 'nearest': 12}
+    exact = {(r.table, r.model) for r, name in zip(rows, layouts) if name == 'exact'}
+    assert ('T-C10', 'PDC-comp') in exact and ('T-C100', 'ResNet18') in exact
+    assert ('T-C100', 'SENet') not in exact and ('T-NLC', 'NL') not in exact
 
 
 # --------------------------------------------------------------------------- README markers
@@ -233,9 +258,14 @@ def test_tool_exit_status_and_readme_update(results: List[RowResult], tmp_path: 
     assert tool.main(['--no-flops', '--check-readme', str(readme)]) == 1
     assert 'out of date' in capsys.readouterr().out
     assert tool.main(['--update-readme', str(readme)]) == 0
-    assert '| PDC-comp |' in report.extract_between_markers(readme.read_text())
+    assert f'| PDC-comp | `{PDC_COMP}` |' in report.extract_between_markers(readme.read_text())
     assert tool.main(['--no-flops', '--check-readme', str(readme)]) == 0
     assert 'up to date' in capsys.readouterr().out
+    page = tmp_path / 'page.md'
+    page.write_text(_readme())
+    assert tool.main(['--update', str(page), '--update', str(readme)]) == 0
+    assert page.read_text() == readme.read_text()
+    assert tool.main(['--no-flops', '--check', str(page), '--check', str(readme)]) == 0
 
     monkeypatch.setattr(tool, 'paper_rows', lambda: [ROW, WRONG, MISFIT])
     assert tool.main(['--no-flops']) == 1  # a claimed match that does not match
@@ -256,13 +286,12 @@ def test_tool_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.slow
-def test_repository_readme_table_is_up_to_date() -> None:
-    if not README.is_file():
-        pytest.skip('README.md does not exist yet')
-    text = README.read_text(encoding='utf-8')
-    if START_MARKER not in text or END_MARKER not in text:
-        pytest.skip(f'README.md has no {START_MARKER} / {END_MARKER} lines yet')
-    proc = subprocess.run([sys.executable, str(TOOL), '--no-flops', '--check-readme', 'README.md'],
+@pytest.mark.parametrize('page', ['docs/en/paper_table.md', 'configs/README.md'])
+def test_repository_model_tables_are_up_to_date(page: str) -> None:
+    """The generated model tables of the docs and of configs/README.md match the rows (FLOPs
+    cells not compared: --no-flops), and every row claimed to match does."""
+    proc = subprocess.run([sys.executable, str(TOOL), '--no-flops', '--check', page],
                           cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-8000:]
+    assert f'{page}: model table up to date' in proc.stdout

@@ -9,8 +9,9 @@ from helpers import CONFIGS, load_tool
 from mmengine.config import Config
 from torch import nn
 
-from mmpoly.analysis import (FrozenStatsNorm, analyse_backbone, analyse_config, freeze_norms,
-                             numerical_degree, polynomial_config)
+from mmpoly.analysis import (FrozenStatsNorm, analyse_backbone, analyse_config,
+                             finite_differences, freeze_norms, numerical_degree,
+                             polynomial_config, randomise_parameters)
 from mmpoly.models import ResNetBlock
 from mmpoly.registry import MODELS
 from mmpoly.utils import register_all_modules
@@ -132,6 +133,100 @@ def test_frozen_norm_is_the_norm_at_the_reference_input_and_affine_after():
         assert numerical_degree(norm, x, d, max_degree=3) is None
     net = nn.Sequential(nn.Conv2d(3, 3, 1), nn.GroupNorm(1, 3), nn.BatchNorm2d(3))
     assert freeze_norms(net) == ['1'] and isinstance(net[1], FrozenStatsNorm)
+
+
+# --- the shipped no-activation configs, as they are -----------------------------------------
+
+NOACT_CONFIGS = sorted(p.name for p in CONFIGS.glob('*noact_*.py'))
+
+
+def _backbones(configs):
+    """{backbone config (as text): the configs that build it}: CIFAR-10 and CIFAR-100 configs
+    differ only in their heads."""
+    found = {}
+    for name in configs:
+        found.setdefault(repr(Config.fromfile(str(CONFIGS / name)).model.backbone), []).append(name)
+    return found
+
+
+NOACT_BACKBONES = list(_backbones(NOACT_CONFIGS).values())
+
+
+def _noact_blocks(config: str, size: int = 16):
+    """The backbone of a shipped config (random float64 weights, eval mode) and the first
+    residual block of every stage, with a random input of the shape it gets in a forward pass
+    at size×size (the inputs themselves grow with the network's degree, up to overflow), and
+    whether it holds an InstanceNorm."""
+    cfg = Config.fromfile(str(CONFIGS / config))
+    backbone = randomise_parameters(MODELS.build(cfg.model.backbone).double()).eval()
+    blocks = [stage[0] for stage in (getattr(backbone, name) for name in backbone.res_layers)]
+    assert all(isinstance(block, ResNetBlock) for block in blocks)
+    shapes = {}
+
+    def record(block, args):
+        shapes[block] = args[0].shape
+
+    hooks = [b.register_forward_pre_hook(record) for b in blocks]
+    torch.manual_seed(0)
+    x = torch.randn(1, cfg.model.backbone.get('in_channels', 3), size, size,
+                    dtype=torch.float64)
+    with torch.no_grad():
+        backbone(x)
+    for hook in hooks:
+        hook.remove()
+    return [(b, torch.randn(shapes[b], dtype=torch.float64),
+             any(isinstance(m, nn.InstanceNorm2d) for m in b.modules())) for b in blocks]
+
+
+def _differences(block, x0, degree):
+    """max |n-th finite difference| of t -> block(x0 + t·d), relative to max |block|, for n =
+    degree and degree + 1 (float64, random direction d, step 0.5)."""
+    d = torch.randn_like(x0)
+    with torch.no_grad():
+        values = torch.stack([block(x0 + 0.5 * t * d).flatten() for t in range(degree + 2)])
+    scale = values.abs().max()
+    return [float(finite_differences(values, n).abs().max() / scale)
+            for n in (degree, degree + 1)]
+
+
+def test_every_shipped_no_activation_config_is_checked():
+    families = {name.split('_')[0] for name in NOACT_CONFIGS}
+    assert families == {'noact', 'pinet-noact', 'pinet3-noact', 'pinet4-noact', 'pdc-noact',
+                        'pdc3-noact', 'pdc4-noact'}
+    assert sorted(sum(NOACT_BACKBONES, [])) == NOACT_CONFIGS
+
+
+@pytest.mark.parametrize('configs', NOACT_BACKBONES, ids=lambda configs: configs[0])
+def test_shipped_no_activation_blocks_are_polynomials_exactly_without_instance_norm(configs):
+    """The shipped no-activation backbones (eval mode, 16×16 input), the first block of every
+    stage. ResNet and Π-net blocks (BN in eval mode) are polynomials of their degree N: the
+    (N+1)-th finite difference vanishes and the N-th does not. The PDC blocks keep their
+    InstanceNorm projections (PDC's default): each divides by the standard deviation of the
+    sample's own map, so the block is not a polynomial and its (N+1)-th difference stays."""
+    torch.manual_seed(1)
+    found = _noact_blocks(configs[0])
+    assert found
+    for block, x0, has_instance_norm in found:
+        # the PDC configs are the ones with InstanceNorm, in every block
+        assert has_instance_norm == configs[0].startswith('pdc'), type(block).__name__
+        last, beyond = _differences(block, x0, block.degree)
+        assert last > 1e-6, (type(block).__name__, last)
+        if has_instance_norm:
+            assert beyond > 1e-2 * last, (type(block).__name__, last, beyond)
+        else:
+            assert beyond < 1e-10, (type(block).__name__, last, beyond)
+
+
+def test_pdc_block_with_frozen_instance_norm_is_a_polynomial():
+    """The same shipped PDC no-activation block becomes a polynomial of its degree once its
+    InstanceNorm is frozen at one input (then affine), as the degree analyser does."""
+    config = 'pdc-noact_resnet8_1xb128-1400i_fashion-mnist.py'
+    found = _noact_blocks(config)
+    assert sum(has_instance_norm for *_, has_instance_norm in found) == 3
+    block, x0, _ = found[0]
+    assert block.degree == 2 and len(freeze_norms(block)) == 1
+    last, beyond = _differences(block, x0, 2)
+    assert last > 1e-6 and beyond < 1e-10
 
 
 # --- a block the user writes ---------------------------------------------------------------

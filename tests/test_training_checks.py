@@ -1,6 +1,7 @@
 """Fail early and loudly: non-finite options, shape mismatches between data, backbone and head,
 and the hook that stops training at the first non-finite gradient without checkpointing it."""
 import math
+import re
 from pathlib import Path
 from typing import Dict, List
 
@@ -8,10 +9,12 @@ import pytest
 import torch
 from helpers import REPO
 from mmengine.config import Config
+from mmengine.hooks import Hook
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 from torch import nn
+from test_precise_bn import BNRegression, Points, register_metric
 from torch.utils.data import Dataset
 
 from mmpoly.engine import ModelCheckHook, NonFiniteCheckHook, NonFiniteError
@@ -109,6 +112,34 @@ def test_non_finite_hook_stops_before_the_update_and_the_checkpoint(tmp_path: Pa
     assert all(torch.isfinite(p).all() for p in model.parameters())  # NaN never applied
 
 
+def test_a_diverging_step_is_told_from_a_bad_start(tmp_path: Path) -> None:
+    """NaN after two updates: a diverging step (lower the lr); an infinite weight before any
+    update: the checkpoint/initialisation, naming the first non-finite layer output."""
+    with pytest.raises(NonFiniteError) as error:
+        _runner(tmp_path / 'diverging', ExplodingModel(nan_from=3),
+                [dict(type='NonFiniteCheckHook')]).train()
+    assert error.value.cause == NonFiniteError.DIVERGING_STEP
+    message = str(error.value)
+    assert 'after 2 update(s) of this run' in message
+    assert 'every layer output of the forward pass is finite' in message
+    assert 'lower the learning rate' in message and 'not the cause' not in message
+
+    model = ExplodingModel(nan_from=10**9)
+    with torch.no_grad():
+        model.body.weight[1, 2] = math.inf  # as a bad checkpoint would hold
+    with pytest.raises(NonFiniteError) as error:
+        _runner(tmp_path / 'bad_start', model, [dict(type='NonFiniteCheckHook')]).train()
+    assert error.value.cause == NonFiniteError.BEFORE_UPDATE
+    message = str(error.value)
+    assert 'non-finite gradient at iteration 1 ' in message
+    assert 'before any update of this run' in message
+    assert 'first non-finite layer output of the forward pass: body (Linear) from finite ' \
+        'inputs' in message
+    assert 'the learning rate is not the cause' in message and 'Check the checkpoint' in message
+    assert 'lower the learning rate' not in message
+    assert not list((tmp_path / 'bad_start').glob('*.pth'))
+
+
 def test_without_the_hook_nan_reaches_the_weights_and_checkpoints(tmp_path: Path) -> None:
     """What the hook prevents: mmengine alone trains on and checkpoints NaN weights."""
     model = ExplodingModel(nan_from=3)
@@ -124,10 +155,15 @@ def test_the_hook_is_silent_on_a_finite_run(tmp_path: Path) -> None:
 
 
 def test_mmpoly_configs_switch_the_checks_on() -> None:
-    for config in ('pdc_resnet8_1xb128_fashion-mnist.py', 'nl_resnet18_1xb128_cifar100.py',
-                   'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'):
+    classifier = {'NonFiniteCheckHook', 'NonFiniteValidationHook', 'LrScaleCheckHook',
+                  'RecomputeBNHook'}
+    detector = {'NonFiniteCheckHook', 'NonFiniteValidationHook', 'LrScaleCheckHook'}
+    for config, wanted in (('pdc_resnet8_1xb128_fashion-mnist.py', classifier),
+                           ('nl_resnet18_1xb128_cifar100.py', classifier),
+                           ('pdc_resnet18_8xb32_in1k.py', classifier),
+                           ('mask-rcnn_pdc-resnet18_fpn_1x_coco.py', detector)):
         types = [h.type for h in Config.fromfile(str(REPO / 'configs' / config)).custom_hooks]
-        assert 'NonFiniteCheckHook' in types, config
+        assert wanted <= set(types), config
 
 
 class _Runner:
@@ -153,3 +189,94 @@ def test_head_in_channels_must_match_the_backbone_width() -> None:
     message = str(error.value)
     assert 'model.head.in_channels=512' in message
     assert 'model.backbone.stage_channels[1]=16' in message
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class Square(nn.Module):
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x
+
+
+class PolyRegression(BNRegression):
+    """BN followed by a degree-4 product: a running mean far off overflows float32 in eval mode
+    while batch statistics stay finite."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.square1, self.square2 = Square(), Square()
+
+    def forward(self, inputs, target=None, mode: str = 'tensor'):
+        x = torch.stack(list(inputs))
+        pred = self.out(self.square2(self.square1(self.bn(self.body(x))))).squeeze(-1)
+        if mode == 'loss':
+            return dict(loss=((pred - torch.stack(list(target)))**2).mean())
+        return [dict(pred=p) for p in pred]
+
+
+class StaleStatistics(Hook):
+    """Moves the BN running mean far from the batch statistics after each training epoch."""
+
+    priority = 'LOWEST'
+
+    def after_train_epoch(self, runner) -> None:
+        runner.model.bn.running_mean.fill_(-1e10)
+
+
+def _val_runner(work_dir: Path, model: nn.Module, hooks: list) -> Runner:
+    register_metric()
+    return Runner(
+        model=model, work_dir=str(work_dir),
+        train_dataloader=dict(dataset=Points(), batch_size=16,
+                              sampler=dict(type='DefaultSampler', shuffle=True)),
+        val_dataloader=dict(dataset=Points(16), batch_size=8,
+                            sampler=dict(type='DefaultSampler', shuffle=False)),
+        val_evaluator=dict(type='mmpoly_test_MSE'), val_cfg=dict(),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.001)),
+        train_cfg=dict(by_epoch=True, max_epochs=2, val_interval=1),
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1,
+                                           save_best='mse', rule='less')),
+        custom_hooks=hooks, randomness=dict(seed=0), default_scope='mmpretrain',
+        experiment_name=f'val_checks_{work_dir.name}')
+
+
+def test_finite_validation_passes_and_saves_the_best(tmp_path: Path) -> None:
+    runner = _val_runner(tmp_path, PolyRegression(), [dict(type='NonFiniteValidationHook')])
+    runner.train()
+    assert len(list(tmp_path.glob('best_mse_epoch_*.pth'))) == 1
+
+
+def test_non_finite_validation_is_an_error_and_saves_no_best(tmp_path: Path) -> None:
+    """Stale running statistics overflow the products in eval mode: the error names the first
+    non-finite layer output and the cause (finite with batch statistics); no best checkpoint."""
+    runner = _val_runner(tmp_path, PolyRegression(),
+                         [dict(type='NonFiniteValidationHook'), StaleStatistics()])
+    with pytest.raises(NonFiniteError) as error:
+        runner.train()
+    assert error.value.cause == NonFiniteError.RUNNING_STATS
+    message = str(error.value)
+    assert 'non-finite val outputs at batch 0 (after 4 training iteration(s))' in message
+    assert re.search(r'first non-finite layer output: square2 \(Square\) from finite inputs '
+                     r'\(largest \|x\| 1\.\d+e\+20\)', message), message
+    assert 'every parameter and buffer is finite' in message
+    assert "dict(type='RecomputeBNHook')" in message and 'No metric is computed' in message
+    assert not list(tmp_path.glob('best_*.pth'))
+    # the model's hooks are gone and the statistics as they were
+    assert not runner.model.square2._forward_hooks
+    assert (runner.model.bn.running_mean == -1e10).all()
+
+
+def test_non_finite_buffer_before_any_update_names_it(tmp_path: Path) -> None:
+    model = PolyRegression()
+    model.bn.running_var[3] = math.nan  # as a bad checkpoint would hold
+    runner = _val_runner(tmp_path, model, [dict(type='NonFiniteValidationHook')])
+    with pytest.raises(NonFiniteError) as error:
+        runner.val()
+    assert error.value.cause == NonFiniteError.BEFORE_UPDATE
+    message = str(error.value)
+    assert '(after 0 training iteration(s)): first non-finite layer output: bn (BatchNorm1d) ' \
+        'from finite inputs' in message
+    assert 'the model holds non-finite values, first in bn.running_var' in message
+    assert 'the learning rate is not the cause' in message

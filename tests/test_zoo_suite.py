@@ -20,8 +20,8 @@ from mmengine.config import Config
 
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import build_model, count_params
-from mmpoly.zoo.fashion_mnist import (FIELD, PUBLISHED_SEED, SUITE, finished_record, run_dir,
-                                      zoo_config)
+from mmpoly.zoo.fashion_mnist import (FIELD, PUBLISHED_SEED, RESULTS_FILE, SUITE,
+                                      finished_record, run_dir, zoo_config)
 
 register_all_modules()
 zoo_results = load_tool('model_zoo/zoo_results')
@@ -71,7 +71,9 @@ def test_one_schedule_for_every_config():
         assert cfg.default_hooks.checkpoint.save_best is None, name
         assert cfg.test_dataloader.dataset.split == 'test'
         assert 'indices' not in cfg.test_dataloader.dataset  # the full 10k test set
-        assert [h.type for h in cfg.custom_hooks] == ['NonFiniteCheckHook', 'ModelCheckHook']
+        assert [h.type for h in cfg.custom_hooks] == [
+            'NonFiniteCheckHook', 'ModelCheckHook', 'NonFiniteValidationHook',
+            'LrScaleCheckHook', 'RecomputeBNHook']
     assert reference.param_scheduler[-1].T_max == reference.train_cfg.max_iters
 
 
@@ -219,8 +221,45 @@ def test_readme_markers():
     text = f'intro\n{zoo_results.START_MARKER}\nold\n{zoo_results.END_MARKER}\nrest\n'
     out = zoo_results.replace_between(text, '| new |\n', 'README')
     assert out == f'intro\n{zoo_results.START_MARKER}\n| new |\n{zoo_results.END_MARKER}\nrest\n'
-    with pytest.raises(ValueError, match='zoo-results:start'):
+    with pytest.raises(ValueError, match='<!-- BEGIN zoo-results -->'):
         zoo_results.replace_between('no markers\n', 'x', 'README')
+
+
+def test_the_results_file_recomputes_to_its_own_table_and_claims():
+    """configs/zoo_results.json (the source of the docs' and configs/README.md's results block,
+    and of the metafile's Fashion-MNIST metrics): mean, std and every claim's verdict follow
+    from the seeds' top-1 it holds."""
+    data = json.loads(RESULTS_FILE.read_text())
+    rows = zoo_results.rows_from_results(data)
+    assert sorted(row.config for row in rows) == sorted(SUITE)
+    for row in rows:
+        entry = data['models'][row.config]
+        assert row.n == entry['n'] == len(entry['seeds']) == 3 and not row.smoke
+        assert row.mean == pytest.approx(statistics.fmean(entry['top1']))
+        assert (row.mean, row.std) == pytest.approx((entry['mean'], entry['std']))
+        assert row.params == count_params(build_model(_cfg(row.config)))
+    found = zoo_results.verdicts(rows)
+    assert [(v.claim.text, v.verdict, v.reason, v.rule) for v in found] == [
+        (c['claim'], c['verdict'], c['reason'], c['rule']) for c in data['claims']]
+    table = zoo_results.markdown(rows, found)
+    pdc = data['models'][zoo_config('pdc_resnet8')]
+    assert (f'| PDC | full | `{zoo_config("pdc_resnet8")}` | 600,365 | '
+            f'{pdc["flops"] / 1e6:.1f} | {pdc["mean"]:.2f} ± {pdc["std"]:.2f} | 3 | — |'
+            ) in table
+    linked = zoo_results.markdown(rows, found, zoo_results.CONFIG_LINKS['configs'])
+    assert f'[{zoo_config("pdc_resnet8")}]({zoo_config("pdc_resnet8")}.py)' in linked
+
+
+def test_the_metafile_metrics_are_the_results_file():
+    data = json.loads(RESULTS_FILE.read_text())['models']
+    for name, entry in _fashion_entries().items():
+        if name not in data:
+            continue
+        metrics, result = entry['Results'][0]['Metrics'], data[name]
+        assert metrics['Top 1 Accuracy (mean over seeds)'] == round(result['mean'], 2), name
+        assert metrics['Top 1 Accuracy (std over seeds)'] == round(result['std'], 2), name
+        assert metrics['Top 1 Accuracy'] == result['weights_top1'], name
+        assert metrics['Seeds'] == result['n'] and entry['Weights'] == result['weights'], name
 
 
 # --------------------------------------------------------------------------- metafile

@@ -9,6 +9,7 @@ The detector's ImageNet classifier checkpoint is not needed: the detector checkp
 backbone.
 """
 import argparse
+import json
 import os
 import os.path as osp
 import sys
@@ -34,7 +35,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:
-    """Draw the predictions; return the paths of the drawn images."""
+    """Draw the predictions; return the paths of the images with at least one detection drawn
+    (each scoring at least ``--score-thr``)."""
     args = parse_args(argv)
     for path in [*args.inputs, args.config, args.checkpoint]:
         if not osp.exists(path):
@@ -51,9 +53,28 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     for path in args.inputs:
         names = sorted(os.listdir(path)) if osp.isdir(path) else [osp.basename(path)]
         images += [osp.join(args.out_dir, 'vis', name) for name in names]
-    drawn = [p for p in images if osp.isfile(p)]
-    print('\n'.join(f'drawn: {p}' for p in drawn))
+    drawn = []
+    for image in images:
+        if not osp.isfile(image):
+            continue
+        scores = _scores(osp.join(args.out_dir, 'preds',
+                                  osp.splitext(osp.basename(image))[0] + '.json'))
+        kept = sum(score >= args.score_thr for score in scores)
+        if kept:
+            print(f'drawn: {image} ({kept} of {len(scores)} detections score >= '
+                  f'{args.score_thr:g})')
+            drawn.append(image)
+        else:
+            best = f'best score {max(scores):.3g}' if scores else 'the model returned none'
+            print(f'nothing drawn: no detection scores >= --score-thr {args.score_thr:g} '
+                  f'({best}); {image} is the image as it was')
     return drawn
+
+
+def _scores(pred_file: str) -> List[float]:
+    """The scores of every prediction DetInferencer saved (it saves them unthresholded)."""
+    with open(pred_file) as f:
+        return [float(score) for score in json.load(f)['scores']]
 
 
 if __name__ == '__main__':

@@ -2,7 +2,7 @@
 # Distributed testing on one or more nodes with torchrun:
 #   tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCESSES [test.py options]
 # Environment: NNODES (1), NODE_RANK (0), PORT (29500), MASTER_ADDR (127.0.0.1),
-# PYTHON (python; e.g. .venv/bin/python). Without CUDA the processes use gloo on the CPU.
+# PYTHON (see below). Without CUDA the processes use gloo on the CPU.
 set -euo pipefail
 
 if [ "$#" -lt 3 ]; then
@@ -17,8 +17,9 @@ NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-PYTHON=${PYTHON:-python}
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# PYTHON if set, else $MMPOLY_VENV/bin/python, else <repo>/.venv/bin/python, else python
+source "$TOOLS_DIR/select_python.sh"
 
 PYTHONPATH="$TOOLS_DIR/..${PYTHONPATH:+:$PYTHONPATH}" \
 exec "$PYTHON" -m torch.distributed.run \

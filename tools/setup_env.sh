@@ -21,7 +21,7 @@ MMCV=2.1.0
 MMPRETRAIN=1.2.0
 MMDET=3.3.0
 SKIMAGE=0.26.0
-STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v5"
+STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v6"
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -58,30 +58,28 @@ PIP=("$PY" -m pip --disable-pip-version-check -q)
 log "installing torch $TORCH, torchvision $TORCHVISION, mmengine $MMENGINE"
 "${PIP[@]}" install "torch==$TORCH" "torchvision==$TORCHVISION" "mmengine==$MMENGINE"
 
-# 3. mmcv with its compiled ops (PyPI has only the sdist), cached by Python and torch version.
+# 3. mmcv with its compiled ops (PyPI has only the sdist), built by tools/build_mmcv.sh: CUDA ops
+# when torch sees a GPU (nvcc needed; FORCE_CUDA=0 builds CPU ops only), for the visible GPUs'
+# architectures (or TORCH_CUDA_ARCH_LIST), with all cores. The wheel is cached by Python, torch,
+# machine and, for CUDA, CUDA version and architectures.
+# shellcheck source=build_mmcv.sh
+source "$REPO/tools/build_mmcv.sh"
+PYTHON="$PY"
+plan_build
 PYTAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
-WHEELHOUSE="$CACHE/wheels/mmcv-$MMCV-$PYTAG-torch$TORCH-$(uname -m)"
+WHEELHOUSE="$(wheel_dir "$CACHE" "$TORCH" "$PYTAG")"
 if ! ls "$WHEELHOUSE"/mmcv-$MMCV-*.whl >/dev/null 2>&1; then
-    log "building mmcv $MMCV with ops (about 6 minutes on 2 cores)"
-    BUILD="$(mktemp -d)"
-    "${PIP[@]}" download --no-deps --no-binary :all: --no-build-isolation -d "$BUILD" "mmcv==$MMCV"
-    tar -xzf "$BUILD"/mmcv-$MMCV.tar.gz -C "$BUILD"
-    # torch >= 2.6 headers require C++20; mmcv's own flag comes last, so CFLAGS cannot override it.
-    sed -i 's/-std=c++17/-std=c++20/g' "$BUILD/mmcv-$MMCV/setup.py"
-    mkdir -p "$WHEELHOUSE"
-    MMCV_WITH_OPS=1 FORCE_CUDA=0 MAX_JOBS="$(nproc)" \
-        CFLAGS="-Wsign-compare -DNDEBUG -g0 -fwrapv -O3 -Wall" \
-        "${PIP[@]}" wheel --no-build-isolation --no-deps -w "$BUILD/out" "$BUILD/mmcv-$MMCV"
-    mv "$BUILD"/out/mmcv-$MMCV-*.whl "$WHEELHOUSE/"
-    rm -rf "$BUILD"
+    log "building mmcv $MMCV with $BUILD_MODE ops (CPU ops: about 6 minutes on 2 cores)"
+    build_wheel "$WHEELHOUSE" ""
 fi
 "${PIP[@]}" install "$WHEELHOUSE"/mmcv-$MMCV-*.whl
+if [ "$BUILD_MODE" = cuda ]; then check_cuda_ops; fi
 
 # 4. The rest of the stack, test tools, and mmpoly itself (editable).
 # scikit-image: the bundled photographs of the offline COCO-format set (make_fashion_coco.py)
 log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, scikit-image, pytest, mmpoly"
 "${PIP[@]}" install "mmpretrain==$MMPRETRAIN" "mmdet==$MMDET" pycocotools \
-    "scikit-image==$SKIMAGE" pytest
+    "scikit-image==$SKIMAGE" pytest onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0
 # Editable, with its install_requires (mmpoly/version.py): everything above satisfies them, so pip
 # installs only what is missing and never rebuilds mmcv or changes torch. No build isolation:
 # the venv's setuptools builds it (no download). setup.py links configs/, tools/ and

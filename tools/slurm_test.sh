@@ -3,7 +3,7 @@
 #   tools/slurm_test.sh PARTITION JOB_NAME CONFIG CHECKPOINT [test.py options]
 # Environment: GPUS (8, tasks in all), GPUS_PER_NODE (8), CPUS_PER_TASK (5),
 # GRES (gpu:$GPUS_PER_NODE; empty for CPU-only nodes), SRUN_ARGS (extra srun options),
-# PYTHON (python).
+# PYTHON (see below).
 set -euo pipefail
 
 if [ "$#" -lt 4 ]; then
@@ -20,8 +20,9 @@ GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 GRES=${GRES-gpu:$GPUS_PER_NODE}
 SRUN_ARGS=${SRUN_ARGS:-}
-PYTHON=${PYTHON:-python}
 TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# PYTHON if set, else $MMPOLY_VENV/bin/python, else <repo>/.venv/bin/python, else python
+source "$TOOLS_DIR/select_python.sh"
 
 GRES_ARGS=()
 if [ -n "$GRES" ]; then

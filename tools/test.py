@@ -7,7 +7,8 @@ torch's safe loading (see ``mmpoly.engine.checkpoint``); distributed runs also w
 The checkpoint must fit the model as built here (the TTA model's inner model with ``--tta``):
 missing, unexpected or mis-shaped weights stop the test with exit status 1 and a list of them
 (:class:`mmpoly.engine.StrictCheckpointHook`), unless ``--non-strict`` is given, which only
-warns. A corrupt, unsafe or mismatched checkpoint is reported in one message, not a traceback.
+warns. A corrupt, unsafe or mismatched checkpoint is reported in one message, not a traceback;
+so are start-up mistakes (:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import os
@@ -24,6 +25,8 @@ from mmpoly.engine import build_runner, shutdown_distributed
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError)
 from mmpoly.utils import register_all_modules
+from mmpoly.utils.startup import (check_cfg_options, check_checkpoint, check_datasets,
+                                  check_work_dir, load_config, startup_errors)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -137,6 +140,7 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
             loader.pin_memory = False
         cfg.test_dataloader = loader
     if args.cfg_options is not None:
+        check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     return cfg
 
@@ -144,8 +148,13 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Build the Runner from the config, load the checkpoint and test."""
     args = parse_args(argv)
-    register_all_modules(init_default_scope=True)
-    cfg = merge_args(Config.fromfile(args.config), args)
+    with startup_errors('tools/test.py', args.launcher):
+        register_all_modules(init_default_scope=True)
+        cfg = merge_args(load_config(args.config), args)
+        check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the path of a checkpoint file '
+                         '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
+        check_work_dir(cfg.work_dir)
+        check_datasets(cfg, ['test_dataloader'])
     runner = build_runner(cfg)
     runner.register_hook(StrictCheckpointHook(strict=not args.non_strict, path=args.checkpoint))
     if args.out and args.out_item in ('pred', None):

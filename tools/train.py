@@ -7,7 +7,9 @@ Reliability (see :mod:`mmpoly.engine`): checkpoints and ``last_checkpoint`` are 
 atomically; ``--resume`` resumes from the newest checkpoint that loads and fits the model, or
 stops with the reasons; one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken
 by rank 0); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds
-(default 300 on the CPU).
+(default 300 on the CPU). Start-up mistakes (config file, --cfg-options key, work_dir,
+checkpoint, missing data) end in one message before the Runner is built
+(:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import os
@@ -19,7 +21,10 @@ from mmengine.config import Config, ConfigDict, DictAction
 
 from mmpoly.engine import (ResumeError, RunLock, WorkDirLockedError, build_runner,
                            shutdown_distributed)
+from mmpoly.engine.compile import apply_compile, configure_amp
 from mmpoly.utils import register_all_modules
+from mmpoly.utils.startup import (check_cfg_options, check_checkpoint, check_datasets,
+                                  check_work_dir, launcher_rank, load_config, startup_errors)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -38,7 +43,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'iteration count ends above max_iters by as many batches and the computed ETA goes '
         'negative, logged as 0:00:00 or -1 day, 23:59:..); epoch_*.pth resumes exactly')
     parser.add_argument('--amp', action='store_true',
-                        help='enable automatic-mixed-precision training')
+                        help='enable automatic-mixed-precision training (without CUDA: '
+                        'bfloat16 autocast on the CPU, no loss scaling)')
+    parser.add_argument('--compile', action='store_true',
+                        help='torch.compile the model\'s backbone, neck and head (sets the '
+                        'config key compile_model=True unless it holds torch.compile options); '
+                        'the optimizer step stays eager')
     parser.add_argument('--no-validate', action='store_true',
                         help='do not evaluate checkpoints during training')
     parser.add_argument('--auto-scale-lr', action='store_true',
@@ -96,12 +106,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
     if args.amp:
-        wrapper = cfg.optim_wrapper.get('type', 'OptimWrapper')
-        if wrapper not in ('OptimWrapper', 'AmpOptimWrapper'):
-            raise ValueError(f'--amp needs optim_wrapper.type OptimWrapper or AmpOptimWrapper, '
-                             f'the config has {wrapper!r}')
-        cfg.optim_wrapper.type = 'AmpOptimWrapper'
-        cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        configure_amp(cfg)
+    if args.compile and not cfg.get('compile_model'):
+        cfg.compile_model = True
     if args.resume == 'auto':
         cfg.resume = True
         cfg.load_from = None
@@ -115,29 +122,37 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.auto_scale_lr.enable = True
     _dataloader_defaults(cfg, args)
     if args.cfg_options is not None:
+        check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     return cfg
 
 
-#: The environment variable holding the global rank under each launcher.
-RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
-
-
-def launcher_rank(launcher: str) -> int:
-    """This process's global rank under ``launcher`` (0 for ``none`` or an unset variable)."""
-    return int(os.environ.get(RANK_VARIABLES.get(launcher, ''), 0) or 0)
+def check_startup(cfg: Config, args: argparse.Namespace) -> None:
+    """Refuse, before the Runner is built, a checkpoint that does not exist, an unusable
+    work_dir and missing data (:mod:`mmpoly.utils.startup`)."""
+    if args.resume not in (None, 'auto'):
+        check_checkpoint(args.resume, '--resume', 'give an existing checkpoint, or --resume '
+                         'without a path for the newest one of the work_dir')
+    elif cfg.get('load_from'):
+        check_checkpoint(cfg.load_from, 'load_from', 'fix load_from in the config or with '
+                         '--cfg-options load_from=PATH (load_from=None trains from scratch)')
+    check_work_dir(cfg.work_dir)
+    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
+    check_datasets(cfg, loaders)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Build the Runner from the config and train."""
     args = parse_args(argv)
-    register_all_modules(init_default_scope=True)
-    cfg = merge_args(Config.fromfile(args.config), args)
+    with startup_errors('tools/train.py', args.launcher):
+        register_all_modules(init_default_scope=True)
+        cfg = merge_args(load_config(args.config), args)
+        check_startup(cfg, args)
     if launcher_rank(args.launcher) != 0:  # only rank 0 locks the work_dir
-        build_runner(cfg).train()
+        apply_compile(build_runner(cfg)).train()
     else:
         with RunLock(cfg.work_dir):
-            build_runner(cfg).train()
+            apply_compile(build_runner(cfg)).train()
     shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 
 

@@ -4,12 +4,13 @@ the COCO loader (mmdet's), and the offline COCO-format set writer."""
 from . import audio_transforms  # noqa: F401  (registers the audio transforms)
 from .coco import LocalCocoDataset
 from .fashion_coco import FASHION_MNIST_CLASSES, write_fashion_coco
+from .imagenet import LocalImageNet
 from .local import LocalCIFAR10, LocalCIFAR100, LocalFashionMNIST
 from .samplers import ClassBalancedSampler
 from .speech_commands import SPEECH_COMMANDS_WORDS, SpeechCommands
 from .subsets import LimitedDataset, LongTailedDataset, long_tailed_counts
 
-__all__ = ['LocalCIFAR10', 'LocalCIFAR100', 'LocalFashionMNIST', 'LocalCocoDataset',
-           'FASHION_MNIST_CLASSES', 'write_fashion_coco', 'LongTailedDataset', 'LimitedDataset',
-           'long_tailed_counts', 'SpeechCommands', 'SPEECH_COMMANDS_WORDS',
+__all__ = ['LocalCIFAR10', 'LocalCIFAR100', 'LocalFashionMNIST', 'LocalImageNet',
+           'LocalCocoDataset', 'FASHION_MNIST_CLASSES', 'write_fashion_coco', 'LongTailedDataset',
+           'LimitedDataset', 'long_tailed_counts', 'SpeechCommands', 'SPEECH_COMMANDS_WORDS',
            'ClassBalancedSampler']

@@ -27,10 +27,10 @@ import numpy as np
 from mmengine.config import Config
 from pycocotools import mask as mask_utils
 
-from ..engine.saving import atomic_write
+from ..fileio import atomic_write
 from .local import LocalFashionMNIST
 
-__all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'write_fashion_coco',
+__all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'CONFIG_DIR', 'write_fashion_coco',
            'fashion_coco_detector_config']
 
 #: Fashion-MNIST's classes, COCO category ids 1..10 in this order.
@@ -40,6 +40,8 @@ FASHION_MNIST_CLASSES: Tuple[str, ...] = ('T-shirt/top', 'Trouser', 'Pullover', 
 BACKGROUND_PHOTOS: Tuple[str, ...] = ('astronaut', 'coffee', 'chelsea', 'rocket', 'camera',
                                       'coins', 'hubble_deep_field', 'immunohistochemistry')
 SPLITS = {'train': ('train2017', 1), 'val': ('val2017', 1001)}  # folder, first image id
+#: mmengine replaces this in a config file by the file's folder when it loads the file.
+CONFIG_DIR = '{{ fileDirname }}'
 ITEM_THRESHOLD = 32  # grey level above which a Fashion-MNIST pixel belongs to the item
 
 
@@ -141,7 +143,7 @@ def _compose_image(background: np.ndarray, items: List[Tuple[np.ndarray, int]],
 
 
 def _write_json_atomic(path: str, obj: dict) -> None:
-    """Write JSON atomically (:func:`mmpoly.engine.saving.atomic_write`)."""
+    """Write JSON atomically (:func:`mmpoly.fileio.atomic_write`)."""
     atomic_write(json.dumps(obj), path)
 
 
@@ -236,6 +238,10 @@ def fashion_coco_detector_config(detector_config: str,
                                  warmup_iters: int = 50) -> Config:
     """A COCO detection config, reading the set of :func:`write_fashion_coco` instead.
 
+    ``data_root`` is made absolute, unless it starts with :data:`CONFIG_DIR`: then it is relative
+    to the folder of the file the config is dumped to, and moving that folder with the set keeps
+    the config working.
+
     Everything else stays (model, backbone hand-off, optimizer, 1× schedule, evaluation); what
     changes: ``data_root`` and the 10 Fashion-MNIST classes (datasets, heads, evaluators), the
     ``Resize`` scale (``image_scale`` as (W, H), for CPU runs), the learning rate scaled to the
@@ -243,7 +249,9 @@ def fashion_coco_detector_config(detector_config: str,
     ``warmup_iters`` iterations instead of 500, which a small set would never finish.
     """
     cfg = Config.fromfile(detector_config)
-    data_root = osp.join(osp.abspath(data_root), '')
+    if not data_root.startswith(CONFIG_DIR):
+        data_root = osp.abspath(data_root)
+    data_root = osp.join(data_root, '')
     cfg.data_root = data_root
     for loader, folder in (('train_dataloader', 'train2017'), ('val_dataloader', 'val2017'),
                            ('test_dataloader', 'val2017')):

@@ -9,24 +9,61 @@
 mmpoly's configs switch both on through ``custom_hooks`` (``configs/_base_/default_runtime.py``
 and the detection bases); ``custom_hooks=[]`` switches them off.
 """
-from typing import Dict, List, Optional, Sequence
+import difflib
+import functools
+import inspect
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from torch import nn
 
 from mmpoly.registry import DET_HOOKS, HOOKS, register_in_mmdet
 
-__all__ = ['NonFiniteError', 'NonFiniteCheckHook', 'ModelCheckHook']
+from .checkpoint import unwrap_model
+from .non_finite import NonFiniteError, first_non_finite_output
+
+__all__ = ['NonFiniteError', 'NonFiniteCheckHook', 'ModelCheckHook', 'UnknownHookOptionError',
+           'check_hook_options', 'strict_options']
 
 
-class NonFiniteError(FloatingPointError):
-    """Training produced a non-finite loss or gradient."""
+class UnknownHookOptionError(TypeError):
+    """A hook was configured with an option it does not have."""
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if is_model_wrapper(model) else model
+def check_hook_options(hook: str, given: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    """Raise :class:`UnknownHookOptionError` for the first key of ``given`` not in ``allowed``,
+    naming the key, the hook, its close matches and the hook's options."""
+    allowed = sorted(allowed)
+    for key in given:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=3, cutoff=0.6)
+            hint = f'; did you mean {" or ".join(map(repr, close))}?' if close else '.'
+            options = f'Its options: {", ".join(allowed)}.' if allowed else \
+                'It takes no options.'
+            raise UnknownHookOptionError(f'{hook} has no option {key!r}{hint} {options}')
+
+
+def named_parameters(function: Any) -> List[str]:
+    """The parameters of ``function`` that can be given by keyword (without ``self``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [name for name, p in inspect.signature(function).parameters.items()
+            if p.kind in kinds and name != 'self']
+
+
+def strict_options(cls: type) -> type:
+    """Class decorator: an unknown keyword of ``cls(...)`` raises
+    :class:`UnknownHookOptionError` (with close matches) when the hook is built."""
+    init = cls.__init__
+    allowed = named_parameters(init) if init is not object.__init__ else []
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        check_hook_options(cls.__name__, kwargs, allowed)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
 
 
 def _optimizers(optim_wrapper) -> List[torch.optim.Optimizer]:
@@ -36,6 +73,7 @@ def _optimizers(optim_wrapper) -> List[torch.optim.Optimizer]:
 
 
 @HOOKS.register_module()
+@strict_options
 class NonFiniteCheckHook(Hook):
     """Stop at the first non-finite gradient or loss; never checkpoint that state.
 
@@ -54,9 +92,36 @@ class NonFiniteCheckHook(Hook):
     def __init__(self, max_listed: int = 5) -> None:
         self.max_listed = max_listed
         self._handles: List[torch.utils.hooks.RemovableHandle] = []
+        self._updates = 0  # optimizer steps applied in this process
+        self._batch = None  # the current training batch, to rerun on failure
+
+    def _diagnosis(self, runner) -> Tuple[str, str, Optional[str]]:
+        """(cause, text, first non-finite layer output) of a non-finite loss or gradient."""
+        cause = NonFiniteError.BEFORE_UPDATE if self._updates == 0 else \
+            NonFiniteError.DIVERGING_STEP
+        located = None
+        if self._batch is not None:
+            model = runner.model
+            located = first_non_finite_output(
+                model, lambda: model(**model.data_preprocessor(self._batch, True), mode='loss'))
+        where = located.describe() if located else None
+        forward = f'first non-finite layer output of the forward pass: {where}' if where else \
+            'every layer output of the forward pass is finite'
+        updates = 'before any update of this run' if self._updates == 0 else \
+            f'after {self._updates} update(s) of this run'
+        return cause, (f'{updates}; {forward}. ' +
+                       NonFiniteError.ADVICE[cause].format(updates=self._updates)), where
+
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        self._batch = data_batch
 
     def before_train(self, runner) -> None:
-        names: Dict[int, str] = {id(p): n for n, p in _unwrap(runner.model).named_parameters()}
+        names: Dict[int, str] = {
+            id(p): n for n, p in unwrap_model(runner.model).named_parameters()}
+        self._updates = 0
+
+        def count(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+            self._updates += 1
 
         def check(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
             bad = [names.get(id(p), f'<unnamed {tuple(p.shape)}>')
@@ -67,21 +132,26 @@ class NonFiniteCheckHook(Hook):
                     if 'train/loss' in runner.message_hub.log_scalars else float('nan')
                 more = f' (and {len(bad) - 1} more: {", ".join(bad[1:1 + self.max_listed])}' \
                     f'{", ..." if len(bad) > 1 + self.max_listed else ""})' if len(bad) > 1 else ''
+                cause, diagnosis, where = self._diagnosis(runner)
                 raise NonFiniteError(
                     f'non-finite gradient at iteration {runner.iter + 1} (epoch '
                     f'{runner.epoch + 1}): first in parameter {bad[0]}{more}; last logged loss '
                     f'{loss}. The update was not applied and no checkpoint of this state is '
-                    'saved. Lower the learning rate, add a warm-up, or check the data.')
+                    f'saved. {diagnosis}', cause=cause, where=where or bad[0])
 
         for optimizer in _optimizers(runner.optim_wrapper):
             self._handles.append(optimizer.register_step_pre_hook(check))
+            self._handles.append(optimizer.register_step_post_hook(count))
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None,
                          outputs: Optional[dict] = None) -> None:
         for key, value in (outputs or {}).items():
             if 'loss' in key and torch.is_tensor(value) and not torch.isfinite(value).all():
+                cause, diagnosis, where = self._diagnosis(runner)
                 raise NonFiniteError(f'non-finite {key} ({value.tolist()}) at iteration '
-                                     f'{runner.iter}; no checkpoint of this state is saved')
+                                     f'{runner.iter}; no checkpoint of this state is saved; '
+                                     f'{diagnosis}', cause=cause, where=where)
+        self._batch = None
 
     def after_train(self, runner) -> None:
         for handle in self._handles:
@@ -99,6 +169,7 @@ def _backbone_width(backbone: nn.Module) -> Optional[int]:
 
 
 @HOOKS.register_module()
+@strict_options
 class ModelCheckHook(Hook):
     """Before a run: the head's ``in_channels`` must equal the backbone's output width.
 
@@ -110,7 +181,7 @@ class ModelCheckHook(Hook):
     priority = 'VERY_HIGH'
 
     def before_run(self, runner) -> None:
-        model = _unwrap(runner.model)
+        model = unwrap_model(runner.model)
         backbone, head = getattr(model, 'backbone', None), getattr(model, 'head', None)
         neck = getattr(model, 'neck', None)
         if backbone is None or head is None or not hasattr(head, 'in_channels'):

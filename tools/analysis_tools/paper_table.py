@@ -3,22 +3,26 @@
     python tools/analysis_tools/paper_table.py                      # all rows, text report
     python tools/analysis_tools/paper_table.py --table T-C100 --no-flops
     python tools/analysis_tools/paper_table.py --format markdown
-    python tools/analysis_tools/paper_table.py --update-readme README.md
-    python tools/analysis_tools/paper_table.py --no-flops --check-readme README.md
+    python tools/analysis_tools/paper_table.py --update docs/en/paper_table.md
+    python tools/analysis_tools/paper_table.py --no-flops --check docs/en/paper_table.md
 
 The rows come from :func:`mmpoly.zoo.paper_rows`; the logic is in :mod:`mmpoly.zoo.report`.
 A row matches when the measured count, in M (FLOPs: in G, mmengine's multiply-accumulate count
 at the row's input size), rounded to the decimals the paper prints, equals the paper's figure.
+``--update`` / ``--check`` rewrite / compare the generated model table between the
+``<!-- BEGIN paper-table -->`` and ``<!-- END paper-table -->`` lines of a markdown page
+(``tools/docs/gen_tables.py`` does it for every generated table of the docs).
 
 Exit status: 0 if every row claimed to match does (known misfits are reported, not failed) and
-the README table (with --check-readme) is up to date; 1 otherwise; 2 for usage errors (unknown
-table, missing README markers).
+the pages' tables (with --check) are up to date; 1 otherwise; 2 for usage errors (unknown
+table, missing markers).
 """
 import argparse
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.zoo import paper_rows
 from mmpoly.zoo import report
@@ -33,10 +37,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='report format (default: text)')
     parser.add_argument('--no-flops', action='store_true',
                         help='count parameters only (fast); FLOPs are left unchecked')
-    parser.add_argument('--update-readme', metavar='README',
-                        help='rewrite the model table between the model-table markers')
-    parser.add_argument('--check-readme', metavar='README',
-                        help='exit 1 with a diff if the model table is out of date')
+    parser.add_argument('--update', '--update-readme', action='append', default=[],
+                        metavar='PAGE', help='rewrite the model table between the paper-table '
+                        'markers of this markdown page (repeatable)')
+    parser.add_argument('--check', '--check-readme', action='append', default=[],
+                        metavar='PAGE', help='exit 1 with a diff if the model table of this '
+                        'page is out of date (repeatable)')
     parser.add_argument('--configs-root', default=str(report.CONFIGS_ROOT),
                         help='directory the rows\' config paths are relative to')
     return parser.parse_args(argv)
@@ -51,17 +57,15 @@ def _read(path: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    readme_mode = args.update_readme or args.check_readme
-    if readme_mode and args.table:
-        print('error: --update-readme / --check-readme cover the whole table; drop --table',
+    if (args.update or args.check) and args.table:
+        print('error: --update / --check cover the whole table; drop --table', file=sys.stderr)
+        return 2
+    if args.update and args.no_flops:
+        print('error: the model table includes the FLOPs; drop --no-flops to update it',
               file=sys.stderr)
         return 2
-    if args.update_readme and args.no_flops:
-        print('error: the README table includes the FLOPs; drop --no-flops to update it',
-              file=sys.stderr)
-        return 2
-    readme_text = {path: _read(path) for path in (args.update_readme, args.check_readme) if path}
-    for path, text in readme_text.items():  # missing markers: fail before measuring anything
+    page_text = {path: _read(path) for path in (*args.update, *args.check)}
+    for path, text in page_text.items():  # missing markers: fail before measuring anything
         try:
             report.extract_between_markers(text, path)
         except ValueError as exc:
@@ -86,27 +90,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(report.format_text(results))
 
     status = 1 if report.failures(results) else 0
-    if args.update_readme:
+    for path in args.update:
         try:
-            new_text = report.update_readme(readme_text[args.update_readme], results,
-                                            args.update_readme)
+            new_text = report.update_readme(page_text[path], results, path)
         except ValueError as exc:
             print(f'error: {exc}', file=sys.stderr)
             return 1
-        if new_text != readme_text[args.update_readme]:
-            Path(args.update_readme).write_text(new_text, encoding='utf-8')
-            print(f'{args.update_readme}: model table updated')
+        if new_text != page_text[path]:
+            atomic_write(new_text, path)
+            print(f'{path}: model table updated')
         else:
-            print(f'{args.update_readme}: model table already up to date')
-    if args.check_readme:
-        ok, diff = report.check_readme(readme_text[args.check_readme], results,
-                                       args.check_readme)
+            print(f'{path}: model table already up to date')
+    for path in args.check:
+        ok, diff = report.check_readme(page_text[path], results, path)
         if ok:
-            print(f'{args.check_readme}: model table up to date')
+            print(f'{path}: model table up to date')
         else:
-            print(f'{args.check_readme}: model table out of date; run '
-                  f'`python tools/analysis_tools/paper_table.py --update-readme '
-                  f'{args.check_readme}`:\n{diff}')
+            print(f'{path}: model table out of date; run `python '
+                  f'tools/analysis_tools/paper_table.py --update {path}`:\n{diff}')
             status = 1
     return status
 

@@ -3,7 +3,8 @@
 Photographs bundled with scikit-image as backgrounds, Fashion-MNIST items pasted as instances
 (exact polygon masks; see ``mmpoly.datasets.fashion_coco``), in mmdet's COCO layout. For each
 COCO detection config it also writes ``OUT/<config>_fashion-coco.py`` (the same detector,
-reading this set), which ``tools/train.py`` and ``tools/test.py`` take as they are::
+reading this set relative to the config's own folder, so the folder can be moved), which
+``tools/train.py`` and ``tools/test.py`` take as they are::
 
     python tools/dataset_converters/make_fashion_coco.py data/fashion_coco
     python tools/train.py data/fashion_coco/mask-rcnn_pdc-resnet18_fpn_1x_fashion-coco.py \\
@@ -40,7 +41,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     """Write the set and the configs; return the configs' paths."""
     args = parse_args(argv)
-    from mmpoly.datasets.fashion_coco import fashion_coco_detector_config, write_fashion_coco
+    from mmpoly.datasets.fashion_coco import (CONFIG_DIR, fashion_coco_detector_config,
+                                              write_fashion_coco)
     from mmpoly.utils import register_all_modules
     register_all_modules(init_default_scope=False)
     write_fashion_coco(args.out_dir, dict(train=args.train, val=args.val),
@@ -51,7 +53,8 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
         stem = osp.splitext(osp.basename(config))[0]
         if not stem.endswith('_coco'):
             raise ValueError(f'--configs: {config} is not a COCO config (*_coco.py)')
-        cfg = fashion_coco_detector_config(config, args.out_dir,
+        # the config lies in the set's folder and reads it relative to itself
+        cfg = fashion_coco_detector_config(config, CONFIG_DIR,
                                            image_scale=(args.image_size[1], args.image_size[0]))
         path = osp.join(args.out_dir, stem[:-len('coco')] + 'fashion-coco.py')
         cfg.dump(path)

@@ -2,8 +2,8 @@
 
     python tools/model_zoo/zoo_results.py                          # table + claims (markdown)
     python tools/model_zoo/zoo_results.py --json zoo.json --plot zoo.png
-    python tools/model_zoo/zoo_results.py --publish --write-results --update-readme README.md \\
-        --update-metafile
+    python tools/model_zoo/zoo_results.py --publish --write-results --update-metafile
+    python tools/docs/gen_tables.py     # the results blocks of the docs and configs/README.md
 
 One row per config: parameters and FLOPs (mmengine's multiply-accumulates at 1×28×28,
 :mod:`mmpoly.utils.complexity`), top-1 mean ± sample std over the seeds that finished, the number
@@ -35,9 +35,12 @@ from mmpoly.engine.saving import atomic_write
 from mmpoly.zoo.fashion_mnist import (CHECKPOINTS_DIR, COMPLETE, DIVERGED, PUBLISHED_SEED, REPO,
                                       RESULTS_FILE, SUITE, WORK_ROOT, collect_records,
                                       config_path, zoo_config)
+from mmpoly.zoo.report import block_markers, replace_between_markers
 
-START_MARKER = '<!-- zoo-results:start -->'
-END_MARKER = '<!-- zoo-results:end -->'
+BLOCK = 'zoo-results'
+START_MARKER, END_MARKER = block_markers(BLOCK)
+#: Config cell of the results table, by where the table lives (``{config}``: the config name).
+CONFIG_LINKS = {'docs': '`{config}`', 'configs': '[{config}]({config}.py)'}
 #: Display names of the configs' model fields, and of their training data.
 MODEL_NAMES = {
     'resnet8': 'ResNet', 'se': 'SE', 'pinet': 'Π-net', 'pinet3': 'Π-net^[3]', 'pdc': 'PDC',
@@ -243,15 +246,17 @@ def _fmt_top1(row: Row) -> str:
     return f'{row.mean:.2f} ± {row.std:.2f}' if row.std is not None else f'{row.mean:.2f}'
 
 
-def markdown(rows: Sequence[Row], found: Sequence[Verdict]) -> str:
-    """The results table and the claims, as markdown."""
+def markdown(rows: Sequence[Row], found: Sequence[Verdict],
+             config_link: str = CONFIG_LINKS['docs']) -> str:
+    """The results table and the claims, as markdown (``config_link`` formats the config
+    cell, see :data:`CONFIG_LINKS`)."""
     lines = ['| Model | Data | Config | Params | FLOPs (M) | Top-1 (%) | Seeds | Diverged | '
              'Training (min) |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for row in rows:
         minutes = f'{row.train_minutes:.1f}' if row.train_minutes is not None else '—'
         diverged = ', '.join(str(s) for s in row.diverged_seeds) or '—'
         smoke = ' (smoke run)' if row.smoke else ''
-        lines.append(f'| {row.model} | {row.data} | [{row.config}](configs/{row.config}.py) | '
+        lines.append(f'| {row.model} | {row.data} | {config_link.format(config=row.config)} | '
                      f'{row.params:,} | {row.flops / 1e6:.1f} | {_fmt_top1(row)}{smoke} | '
                      f'{row.n} | {diverged} | {minutes} |')
     lines += ['', 'Top-1: mean ± sample standard deviation over the seeds that finished, on the '
@@ -267,13 +272,19 @@ def markdown(rows: Sequence[Row], found: Sequence[Verdict]) -> str:
 
 def replace_between(text: str, body: str, source: str) -> str:
     """``text`` with the part between the zoo-results marker lines replaced by ``body``."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if line.strip() == START_MARKER]
-    ends = [i for i, line in enumerate(lines) if line.strip() == END_MARKER]
-    if len(starts) != 1 or len(ends) != 1 or starts[0] > ends[0]:
-        raise ValueError(f'{source} needs exactly one line {START_MARKER} followed by one line '
-                         f'{END_MARKER}; found {len(starts)} and {len(ends)}')
-    return ''.join(lines[:starts[0] + 1]) + body.rstrip('\n') + '\n' + ''.join(lines[ends[0]:])
+    return replace_between_markers(text, body, source, BLOCK)
+
+
+def rows_from_results(data: Dict) -> List[Row]:
+    """The rows of a results file (:func:`results_json`), mean and std recomputed from the
+    seeds' top-1."""
+    fields = {f for f in Row.__dataclass_fields__ if f != 'config'}
+    rows = []
+    for config, entry in data['models'].items():
+        row = Row(config=config, **{k: v for k, v in entry.items() if k in fields})
+        row.mean, row.std = mean_std(row.top1)
+        rows.append(row)
+    return rows
 
 
 def plot(rows: Sequence[Row], out: Path) -> None:
@@ -369,8 +380,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--configs', nargs='+', default=list(SUITE))
     parser.add_argument('--json', help='write the table and claims as JSON here')
     parser.add_argument('--plot', help='write the accuracy-vs-parameters plot here (.png/.svg)')
-    parser.add_argument('--update-readme', metavar='README',
-                        help=f'replace the text between {START_MARKER} and {END_MARKER}')
+    parser.add_argument('--update-readme', metavar='PAGE',
+                        help=f'replace the text between {START_MARKER} and {END_MARKER} of '
+                        'this markdown page')
     parser.add_argument('--publish', action='store_true',
                         help=f'publish seed {PUBLISHED_SEED} of every config to --checkpoints')
     parser.add_argument('--checkpoints', default=str(REPO / CHECKPOINTS_DIR))
@@ -412,7 +424,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f'wrote {args.plot}')
     if args.update_readme:
         readme = Path(args.update_readme)
-        atomic_write(replace_between(readme.read_text(), text, str(readme)), readme)
+        where = 'configs' if readme.resolve().parent == REPO / 'configs' else 'docs'
+        body = markdown(rows, found, CONFIG_LINKS[where])
+        atomic_write(replace_between(readme.read_text(), body, str(readme)), readme)
         print(f'updated {readme}')
     if args.update_metafile:
         sys.path.insert(0, str(Path(__file__).parent))

@@ -3,8 +3,12 @@
 # evaluation), read through mmpoly's LocalCocoDataset (a clear error when data/coco/ is missing).
 # The leaf configs set the backbone.
 _base_ = 'mmdet::cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py'
-custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets', 'mmpoly.engine'],
+                      allow_failed_imports=False)
 train_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 val_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 test_dataloader = val_dataloader
-custom_hooks = [dict(type='NonFiniteCheckHook')]  # mmpoly: stop at the first NaN/Inf gradient
+# mmpoly: stop at the first NaN/Inf gradient; a NaN/Inf validation output is an error naming where
+# it starts; warn when the batch is not auto_scale_lr.base_batch_size and the lr is not scaled
+custom_hooks = [dict(type='NonFiniteCheckHook'), dict(type='NonFiniteValidationHook'),
+                dict(type='LrScaleCheckHook')]

@@ -21,6 +21,8 @@ from mmengine.logging import print_log
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
+from mmpoly.fileio import compare_state_dicts, load_checkpoint_file
+
 __all__ = ['PRETRAINED_OPTIONS', 'PretrainedMismatchError', 'load_pretrained']
 
 #: Keys of a ``Pretrained`` init_cfg of an mmpoly backbone (mmengine's plus ``classifier_config``).
@@ -84,18 +86,16 @@ def load_pretrained(module: nn.Module,
             f'backbone init_cfg.checkpoint {checkpoint!r} does not exist. {how}set '
             '--cfg-options model.backbone.init_cfg.checkpoint=PATH to use another file.')
     loaded = CheckpointLoader.load_checkpoint(checkpoint, map_location=map_location,
-                                              logger='current')
+                                              logger='current') if '://' in checkpoint else \
+        load_checkpoint_file(checkpoint, map_location=map_location)
     state = loaded.get('state_dict', loaded) if isinstance(loaded, dict) else None
     if not isinstance(state, dict):
         raise PretrainedMismatchError(f'{checkpoint} holds no state dict '
                                       f'(got {type(loaded).__name__})')
     state = _select(state, prefix, checkpoint)
     own = module.state_dict()
-    # BN counters are absent from some older torchvision files; BN loads without them.
-    missing = [k for k in own if k not in state and not k.endswith('num_batches_tracked')]
-    unexpected = [k for k in state if k not in own]
-    mismatched = [f'{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}' for k in own
-                  if k in state and state[k].shape != own[k].shape]
+    missing, unexpected, shapes = compare_state_dicts(own, state)
+    mismatched = [f'{k} {c} vs {m}' for k, c, m in shapes]
     if missing or unexpected or mismatched:
         parts = [f'{name} {_describe(keys)}' for name, keys in
                  (('missing', missing), ('unexpected', unexpected),

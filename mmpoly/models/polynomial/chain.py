@@ -7,32 +7,54 @@ element-wise chains around its convolutions:
 * the end of the projection, α · act(norm(p)) with p = the projection's last conv output.
 
 Autograd through the layers keeps two maps per factor for the backward pass, its conv output
-(for the norm) and its activated map (for the product), and two for the projection's end, its
-conv output (for the norm) and its activated map (for α). :class:`NormActProduct` and
-:class:`NormActScale` compute the same function and the same gradients but keep only the conv
-outputs and the norms' statistics; the backward pass recomputes the activated maps from them
-(one multiply-add and one activation per map). The forward pass calls the same ATen kernels as
-the layers (``native_batch_norm``, ``native_group_norm``, ``leaky_relu_``) and updates the
-BatchNorm running statistics exactly as ``nn.BatchNorm2d`` does. Measured (CPU, 2 threads,
-batch 64, 32×32), activation memory of a training step: PDC-comp 610 -> 466 MiB, PDC^[3]
-1661 -> 1014 MiB, PDC^[4] 2757 -> 1517 MiB, at a training speed within 5 % of the layers'
-(-2 % to +5 % in interleaved runs).
+(for the norm) and its activated map (for the product), and two for the projection's end.
+:class:`NormActProduct` and :class:`NormActScale` compute the same function and the same
+gradients but keep only the conv outputs and the norms' statistics; the backward pass recomputes
+the activated maps from them (one multiply-add and one activation per map). The forward pass
+calls the same ATen kernels as the layers (``native_batch_norm``, ``native_group_norm``,
+``leaky_relu_``) and updates the BatchNorm running statistics exactly as ``nn.BatchNorm2d`` does.
 
-:func:`fused_term_supported` says when a term runs this way: with grad enabled, on CPU (where it
-was measured), float32/float64 NCHW-contiguous input, outside ``torch.compile`` (whose own
-partitioner decides what to keep) and autocast, with BatchNorm / InstanceNorm / no norm and
-ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward passes are
-once differentiable: a second derivative through them (``create_graph=True``) raises.
+:func:`fused_term_supported` says when a term runs this way: on a torch release these private
+kernels are tested with (:data:`TESTED_TORCH`; on others the layers run, and one log line says
+so), with grad enabled, on CPU, float32/float64 NCHW-contiguous input, outside ``torch.compile``
+(whose own partitioner decides what to keep) and autocast, with BatchNorm / InstanceNorm / no
+norm and ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward
+passes are once differentiable: a second derivative through them (``create_graph=True``) raises.
 """
+import functools
+import logging
 from typing import List, Optional, Sequence, Tuple
 
 import torch
+from mmengine.logging import print_log
+from packaging.version import InvalidVersion, Version
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from .factor import Factor, InstanceNorm2d
 
 aten = torch.ops.aten
+
+#: torch releases whose private ATen kernels (signatures and saved statistics) the fused chains
+#: are tested with (``tests/test_chain.py``): ``(lowest, first untested)``.
+TESTED_TORCH = ('2.14', '2.15')
+
+
+@functools.lru_cache(maxsize=None)
+def torch_tested(version: str) -> bool:
+    """Whether torch ``version`` is in :data:`TESTED_TORCH`; logs once per untested version."""
+    try:
+        release = Version(version.split('+')[0]).release[:2]
+    except InvalidVersion:
+        release = ()
+    lowest, untested = (Version(v).release for v in TESTED_TORCH)
+    tested = lowest <= release < untested
+    if not tested:
+        print_log(f'mmpoly: the memory-lean polynomial term chains are tested with torch '
+                  f'>={TESTED_TORCH[0]},<{TESTED_TORCH[1]}; with torch {version} the terms run '
+                  'their layers (the same results, more activation memory).', logger='current',
+                  level=logging.WARNING)
+    return tested
 
 _BATCH, _INSTANCE, _NONE = 'batch', 'instance', 'none'
 
@@ -179,6 +201,8 @@ def fused_term_supported(factors: Sequence[nn.Module], projection: nn.Sequential
     """Whether :func:`fused_term` can run the term of these factors and projection on ``z``."""
     if not (z.device.type == 'cpu' and z.dtype in (torch.float32, torch.float64)
             and z.dim() == 4 and z.is_contiguous() and torch.is_grad_enabled()):
+        return False
+    if not torch_tested(torch.__version__):
         return False
     if torch.compiler.is_compiling() or torch.is_autocast_enabled('cpu'):
         return False

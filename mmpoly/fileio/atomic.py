@@ -1,0 +1,119 @@
+"""Atomic file writes: a file appears under its final name only when it is complete."""
+import errno
+import os
+import os.path as osp
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Union
+
+__all__ = ['TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'free_bytes', 'format_bytes']
+
+#: Suffix of the temporary files an atomic write creates next to its target.
+TEMP_SUFFIX = '.mmpoly-tmp'
+
+
+def format_bytes(count: int) -> str:
+    """``1536`` -> ``'1.5 KiB'`` (1024-based; whole bytes below 1 KiB, GiB at most)."""
+    if abs(count) < 1024:
+        return f'{count} B'
+    value = float(count)
+    for unit in ('KiB', 'MiB', 'GiB'):
+        value /= 1024
+        if abs(value) < 1024 or unit == 'GiB':
+            break
+    return f'{value:.1f} {unit}'
+
+
+def free_bytes(path: Union[str, Path]) -> int:
+    """Free bytes (for this user) on the file system that holds ``path`` or, if ``path`` does
+    not exist yet, its nearest existing parent folder."""
+    folder = osp.abspath(os.fspath(path))
+    while not osp.exists(folder):
+        parent = osp.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return shutil.disk_usage(folder).free
+
+
+class DiskFullError(OSError):
+    """A write failed for lack of space (``errno.ENOSPC``); the target is unchanged.
+
+    Attributes:
+        path: the file that was being written.
+        needed: bytes the write needed.
+        free: bytes free on that file system after the partial file was removed.
+    """
+
+    def __init__(self, path: str, needed: int, free: int, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+        self.path, self.needed, self.free = path, needed, free
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _fsync_dir(folder: str) -> None:
+    """Persist a rename in ``folder`` (best effort: some file systems refuse directory fsync)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _default_mode() -> int:
+    """The mode ``open(path, 'w')`` would give a new file: 0o666 minus the process umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write(data: Union[bytes, str], path: Union[str, Path],
+                 encoding: str = 'utf-8') -> None:
+    """Write ``data`` to ``path`` so that ``path`` is either absent/old or complete.
+
+    The data goes to a temporary file ``.<name>.<random>.mmpoly-tmp`` in the same folder, which
+    is flushed, ``fsync``-ed and renamed onto ``path`` with ``os.replace``. On any error the
+    temporary file is removed and ``path`` is left as it was. Missing parent folders are
+    created; the file gets the usual mode of a new file (0o666 minus the umask).
+
+    Raises:
+        DiskFullError: the file system ran out of space; the message names ``path``, the bytes
+            needed and free, and says that ``path`` is unchanged.
+    """
+    path = os.fspath(path)
+    folder = osp.dirname(osp.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode(encoding)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(path)}.', suffix=TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            os.fchmod(f.fileno(), _default_mode())
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as error:
+        try:
+            os.remove(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            free = free_bytes(folder)
+            kept = (f'{path} is unchanged (its previous version is intact)'
+                    if osp.exists(path) else f'nothing was written to {path}')
+            raise DiskFullError(
+                path, len(data), free,
+                f'No space left on device while writing {path}: it needs {len(data)} bytes '
+                f'({format_bytes(len(data))}), {free} bytes ({format_bytes(free)}) are free on '
+                f'its file system. The partial file was removed and {kept}.') from error
+        raise
+    _fsync_dir(folder)

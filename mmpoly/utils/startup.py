@@ -1,0 +1,293 @@
+"""Start-up checks of ``tools/train.py`` and ``tools/test.py``: mistakes found before the Runner
+is built, each reported as one message that names the file or key and what to do.
+
+:class:`StartupError` carries such a message; :func:`startup_errors` prints it (only on rank 0
+of a distributed job; the other ranks exit quietly) and exits with status 1. Set
+``MMPOLY_TRACEBACK=1`` to get the traceback after the message.
+
+Checks: the config file and its ``_base_`` files (:func:`load_config`: a missing file, a syntax
+or other error with the real file and line), ``--cfg-options`` keys (:func:`check_cfg_options`),
+the work_dir (:func:`check_work_dir`), checkpoint paths (:func:`check_checkpoint`) and the data
+of datasets that can check their files without reading them (:func:`check_datasets`).
+"""
+import contextlib
+import difflib
+import importlib
+import inspect
+import os
+import os.path as osp
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+from mmengine.config import Config
+
+__all__ = [
+    'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
+    'startup_errors', 'load_config', 'check_cfg_options', 'check_work_dir', 'check_checkpoint',
+    'check_datasets'
+]
+
+#: Set to 1 to print the traceback after a start-up error's message.
+TRACEBACK_ENV = 'MMPOLY_TRACEBACK'
+#: The environment variable holding the global rank under each launcher.
+RANK_VARIABLES = {'pytorch': 'RANK', 'slurm': 'SLURM_PROCID', 'mpi': 'OMPI_COMM_WORLD_RANK'}
+#: How long a rank other than 0 waits after a start-up error for the launcher to end it (which
+#: torchrun, srun --kill-on-bad-exit and mpirun do once rank 0 has reported and exited); a rank
+#: still running then reports the error itself.
+QUIET_RANK_WAIT_S = 60.0
+#: Keys that mmengine's builders take out of a config dict before calling its ``type``.
+BUILDER_KEYS = frozenset({'type', '_scope_', '_delete_', 'priority', 'constructor',
+                          'paramwise_cfg', 'convert_to_iter_based'})
+
+
+class StartupError(Exception):
+    """A mistake found before the run starts; the message names the file or key and the fix."""
+
+
+def launcher_rank(launcher: str) -> int:
+    """This process's global rank under ``launcher`` (0 for ``none`` or an unset variable)."""
+    return int(os.environ.get(RANK_VARIABLES.get(launcher, ''), 0) or 0)
+
+
+@contextlib.contextmanager
+def startup_errors(prog: str, launcher: str = 'none') -> Iterator[None]:
+    """Turn a :class:`StartupError` raised inside into ``PROG: error: MESSAGE`` on stderr and
+    exit status 1.
+
+    Under a distributed ``launcher`` every rank meets the same mistake and rank 0 reports it: the
+    other ranks wait (at most :data:`QUIET_RANK_WAIT_S`) for the launcher to end them after rank
+    0 has exited, so the job shows the message once; exiting at once could get rank 0 killed
+    before it has printed. pkg_resources' deprecation warnings (raised by mmengine's imports,
+    nothing to do with the run) are switched off inside, so that the message comes first.
+    """
+    warnings.filterwarnings('ignore', message='pkg_resources is deprecated as an API',
+                            category=UserWarning)
+    try:
+        yield
+    except StartupError as error:
+        rank = launcher_rank(launcher)
+        if rank != 0:
+            time.sleep(QUIET_RANK_WAIT_S)
+        where = '' if rank == 0 else f' (rank {rank}; the job was not ended after rank 0)'
+        print(f'{prog}: error{where}: {error}', file=sys.stderr, flush=True)
+        if os.environ.get(TRACEBACK_ENV, '') not in ('', '0'):
+            traceback.print_exception(error)
+        raise SystemExit(1) from None
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def _config_files(filename: str) -> Tuple[List[str], Optional[SyntaxError]]:
+    """``filename`` and its ``_base_`` files (breadth first), and the first syntax error found in
+    them (the walk stops there: that file's bases are unknown)."""
+    files: List[str] = []
+    todo = [osp.abspath(filename)]
+    while todo:
+        path = todo.pop(0)
+        if path in files or not osp.isfile(path):
+            continue
+        files.append(path)
+        if not path.endswith('.py'):
+            continue
+        try:
+            with open(path, encoding='utf-8') as f:
+                compile(f.read(), path, 'exec', dont_inherit=True)
+        except SyntaxError as error:
+            return files, error
+        with contextlib.suppress(Exception):  # an unresolvable _base_: Config reports it
+            todo.extend(osp.abspath(Config._get_cfg_path(base, path)[0])
+                        for base in Config._get_base_files(path))
+    return files, None
+
+
+def _close(word: str, candidates: Sequence[str], cutoff: float = 0.6) -> str:
+    matches = difflib.get_close_matches(word, list(candidates), n=3, cutoff=cutoff)
+    return f' (close matches: {", ".join(matches)})' if matches else ''
+
+
+def load_config(filename: str) -> Config:
+    """``Config.fromfile(filename)``, with its start-up mistakes as :class:`StartupError`: a
+    missing file (with close names in its folder), a syntax error (the real file of the
+    ``_base_`` chain and its line, not mmengine's ``<unknown>``), a missing ``_base_`` file, or
+    an exception raised while running one of the files (its file and line)."""
+    if not osp.isfile(filename):
+        folder = osp.dirname(filename) or '.'
+        names = sorted(os.listdir(folder)) if osp.isdir(folder) else []
+        where = '' if osp.isdir(folder) else f' (nor does its folder {folder!r})'
+        raise StartupError(f'config file {filename!r} does not exist{where}'
+                           f'{_close(osp.basename(filename), names)}; give the path of a config '
+                           f'file, e.g. one of configs/*.py')
+    try:
+        return Config.fromfile(filename)
+    except SyntaxError as error:
+        located = _config_files(filename)[1] or error
+        where = f'{located.filename}, line {located.lineno}'
+        if located is error and error.filename in (None, '<unknown>'):
+            where = f'{filename} or one of its _base_ files'
+        text = f'\n    {located.text.rstrip()}' if located.text else ''
+        raise StartupError(f'syntax error in config file {where}: {located.msg}{text}') \
+            from error
+    except FileNotFoundError as error:
+        raise StartupError(f'config file {filename!r} (or one of its _base_ files) names a file '
+                           f'that does not exist: {error}') from error
+    except Exception as error:
+        files = set(_config_files(filename)[0])
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename in files]
+        if not frames:
+            raise
+        frame = frames[-1]
+        raise StartupError(f'error in config file {frame.filename}, line {frame.lineno}: '
+                           f'{type(error).__name__}: {error}\n    {frame.line}') from error
+
+
+# --------------------------------------------------------------------------- --cfg-options
+
+
+def _registered(type_: Any, scope: str) -> Optional[Any]:
+    """The one object ``type_`` names in mmengine's registries under ``scope`` (None when it
+    names none, or different objects in different registries)."""
+    if not isinstance(type_, str):
+        return type_ if callable(type_) else None
+    from mmengine import registry as mm_registry
+    from mmengine.registry import Registry
+    with contextlib.suppress(ImportError):  # the scope's package registers its registries
+        importlib.import_module(f'{scope}.registry')
+    found = {}
+    for name in dir(mm_registry):
+        root = getattr(mm_registry, name)
+        if not isinstance(root, Registry) or root.parent is not None:
+            continue
+        with contextlib.suppress(Exception):
+            obj = (root._search_child(scope) or root).get(type_)
+            if obj is not None:
+                found[id(obj)] = obj
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _arguments(obj: Any) -> Optional[Set[str]]:
+    """The keyword arguments ``obj`` accepts, None if it takes ``**kwargs`` (or is opaque)."""
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
+    """Refuse ``--cfg-options`` keys that are mistakes, before they are merged into ``cfg``.
+
+    A key path is followed through ``cfg`` (dicts by name, lists by index) to its first part
+    that is absent. That part is unknown, and a :class:`StartupError` names it with close
+    matches, when its dict has a ``type`` that is registered and takes no ``**kwargs`` and the
+    part is none of its arguments (the build would fail), or when the part is a close match
+    (a typo) of a key the dict has or an argument its ``type`` takes. Other new keys are
+    accepted: configs may add arguments that a class takes but the base config does not set
+    (e.g. ``model.backbone.init_cfg``). A list index out of range is an error too.
+    """
+    scope = cfg.get('default_scope') or 'mmengine'
+    problems = []
+    for key in options:
+        node: Any = cfg._cfg_dict if isinstance(cfg, Config) else cfg
+        parts = key.split('.')
+        for depth, part in enumerate(parts):
+            parent = '.'.join(parts[:depth]) or '(the top level)'
+            if isinstance(node, (list, tuple)):
+                if part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                    continue
+                problems.append(f'{key}: {parent} is a list of {len(node)}; '
+                                f'{part!r} is not an index of it')
+                break
+            if not isinstance(node, Mapping):
+                break  # a scalar or None that the option replaces with a dict
+            if part in node:
+                node = node[part]
+                continue
+            if part in BUILDER_KEYS:
+                break
+            type_ = options.get('.'.join(parts[:depth] + ['type']), node.get('type'))
+            obj = _registered(type_, node.get('_scope_', scope)) if type_ else None
+            arguments = _arguments(obj) if obj is not None else None
+            known = sorted(set(node) | (arguments or set()))
+            if arguments is not None and part not in arguments:
+                problems.append(f'{key}: {part!r} is not a key of {parent} nor an argument of '
+                                f'its type {type_!r}{_close(part, known)}')
+            elif difflib.get_close_matches(part, known, n=1, cutoff=0.8) and (
+                    arguments is None or part not in arguments):
+                problems.append(f'{key}: {parent} has no key {part!r}'
+                                f'{_close(part, known, cutoff=0.8)}')
+            break
+    if problems:
+        raise StartupError('unknown --cfg-options key' + ('s' if len(problems) > 1 else '')
+                           + ': ' + '; '.join(problems) + '. A key is a dotted path into '
+                           'the config, list items by index (e.g. param_scheduler.0.end)')
+
+
+# --------------------------------------------------------------------------- files
+
+
+def check_work_dir(work_dir: str) -> None:
+    """Create ``work_dir`` if needed and check that a file can be written in it."""
+    hint = 'choose another with --work-dir DIR'
+    if osp.exists(work_dir) and not osp.isdir(work_dir):
+        raise StartupError(f'work_dir {work_dir!r} is a file, not a directory; remove it or '
+                           f'{hint}')
+    try:
+        os.makedirs(work_dir, exist_ok=True)
+    except OSError as error:
+        raise StartupError(f'work_dir {work_dir!r} cannot be created ({error.strerror}); '
+                           f'{hint}') from error
+    try:
+        fd, probe = tempfile.mkstemp(prefix='.mmpoly-probe-', dir=work_dir)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as error:
+        raise StartupError(f'work_dir {work_dir!r} is not writable ({error.strerror}); '
+                           f'{hint}') from error
+
+
+def check_checkpoint(path: Optional[str], what: str, fix: str) -> None:
+    """A local checkpoint ``path`` (``what`` names the option) must be a file; URLs
+    (``scheme://...``) are left to the loader."""
+    if not path or '://' in str(path):
+        return
+    if osp.isdir(path):
+        raise StartupError(f'{what} {path!r} is a directory, not a checkpoint file; {fix}')
+    if not osp.isfile(path):
+        folder = osp.dirname(path) or '.'
+        names = [n for n in sorted(os.listdir(folder)) if n.endswith('.pth')] \
+            if osp.isdir(folder) else []
+        raise StartupError(f'{what} {path!r} does not exist'
+                           f'{_close(osp.basename(path), names)}; {fix}')
+
+
+def check_datasets(cfg: Config, loaders: Sequence[str]) -> None:
+    """Call ``check_data(dataset_cfg)`` of every dataset class in ``cfg[loader].dataset`` that
+    has one (and of wrapped ``dataset`` / ``datasets``); it raises FileNotFoundError for
+    missing data, which becomes a :class:`StartupError`."""
+    scope = cfg.get('default_scope') or 'mmengine'
+
+    def visit(dataset_cfg: Any) -> None:
+        if not isinstance(dataset_cfg, Mapping):
+            return
+        obj = _registered(dataset_cfg.get('type'), dataset_cfg.get('_scope_', scope))
+        check = getattr(obj, 'check_data', None)
+        if check is not None:
+            try:
+                check(dataset_cfg)
+            except FileNotFoundError as error:
+                raise StartupError(str(error)) from error
+        visit(dataset_cfg.get('dataset'))
+        for inner in dataset_cfg.get('datasets') or []:
+            visit(inner)
+
+    for loader in loaders:
+        if cfg.get(loader):
+            visit(cfg[loader].get('dataset'))

@@ -1,0 +1,198 @@
+"""mmpoly.engine.compile and ``tools/train.py --compile / --amp`` on the CPU.
+
+The end-to-end runs train the tiny PDC-ResNet of ``test_tools`` on a 64-image Fashion-MNIST
+subset. They compile with ``backend='aot_eager'``: dynamo captures, guards and recompiles
+exactly as with the default inductor backend, and AOTAutograd splits forward and backward, but
+without inductor's C++ code generation (minutes on a loaded 2-core machine).
+"""
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+import torch
+from helpers import REPO, TOOLS
+from mmengine.config import Config
+from mmengine.optim import build_optim_wrapper
+from test_tools import free_port, make_fashion_mnist_subset, run_tool, train, write_config
+
+from mmpoly.engine import load_checkpoint_file
+from mmpoly.engine.compile import (CPUAutocastOptimWrapper, compile_kwargs,
+                                   compile_model_parts, configure_amp, split_parts)
+from mmpoly.utils.complexity import build_model
+
+AOT_EAGER = "\ncompile_model = dict(backend='aot_eager')\n"
+#: A learning rate that changes every iteration (4 per epoch), over 3 epochs.
+COSINE = ("\nparam_scheduler = [dict(type='CosineAnnealingLR', by_epoch=False, T_max=12, "
+          "begin=0, end=12)]\ntrain_cfg = dict(by_epoch=True, max_epochs=3, val_interval=1)\n")
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
+    root = tmp_path_factory.mktemp('compile')
+    data_root = make_fashion_mnist_subset(root / 'fashion-mnist')
+    return dict(root=root, config=write_config(root, data_root))
+
+
+def _config(data: Dict[str, Path], tmp_path: Path, extra: str) -> Path:
+    config = tmp_path / 'cfg.py'
+    config.write_text(data['config'].read_text() + extra)
+    return config
+
+
+def _state_keys(path: Path) -> List[str]:
+    return sorted(load_checkpoint_file(str(path))['state_dict'])
+
+
+def _losses(log: str) -> List[float]:
+    return [float(x) for x in re.findall(r'Epoch\(train\).*?\sloss: ([0-9.]+)', log)]
+
+
+# --------------------------------------------------------------------------- unit
+
+
+def test_compile_kwargs():
+    assert compile_kwargs(None) is None and compile_kwargs(False) is None
+    assert compile_kwargs(True) == {}
+    assert compile_kwargs(dict(mode='max-autotune', dynamic=False)) == dict(
+        mode='max-autotune', dynamic=False)
+    with pytest.raises(ValueError, match=r"unknown torch.compile option\(s\) \['speed'\]"):
+        compile_kwargs(dict(speed=1))
+    with pytest.raises(ValueError, match="compile_model must be True, False or a dict"):
+        compile_kwargs('yes')
+
+
+def test_configure_amp():
+    cfg = Config(dict(optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1))))
+    configure_amp(cfg, cuda=False)
+    assert cfg.optim_wrapper.type == 'CPUAutocastOptimWrapper'
+    assert cfg.optim_wrapper.dtype == 'bfloat16' and 'loss_scale' not in cfg.optim_wrapper
+    cfg = Config(dict(optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1))))
+    configure_amp(cfg, cuda=True)
+    assert (cfg.optim_wrapper.type, cfg.optim_wrapper.loss_scale) == ('AmpOptimWrapper',
+                                                                      'dynamic')
+    cfg = Config(dict(optim_wrapper=dict(type='AmpOptimWrapper', dtype='float16',
+                                         optimizer=dict(type='SGD', lr=0.1))))
+    with pytest.raises(ValueError, match="optim_wrapper.dtype is 'float16'"):
+        configure_amp(cfg, cuda=False)
+    cfg = Config(dict(optim_wrapper=dict(type='ApexOptimWrapper')))
+    with pytest.raises(ValueError, match="the config has 'ApexOptimWrapper'"):
+        configure_amp(cfg, cuda=False)
+
+
+def _tiny_classifier() -> torch.nn.Module:
+    cfg = Config.fromfile(str(REPO / 'configs' / 'pdc_resnet8_1xb128_fashion-mnist.py'))
+    cfg.model.data_preprocessor = cfg.data_preprocessor
+    return build_model(cfg)
+
+
+def test_cpu_autocast_wrapper_runs_the_forward_in_bfloat16():
+    model = _tiny_classifier()
+    wrapper = build_optim_wrapper(model, dict(type='CPUAutocastOptimWrapper',
+                                              optimizer=dict(type='SGD', lr=0.1)))
+    assert isinstance(wrapper, CPUAutocastOptimWrapper)
+    dtypes = []
+    model.backbone.conv1.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    from mmpretrain.structures import DataSample
+    batch = dict(inputs=torch.rand(4, 1, 28, 28) * 255,
+                 data_samples=[DataSample().set_gt_label(i) for i in range(4)])
+    before = model.head.fc.weight.detach().clone()
+    losses = model.train_step(batch, wrapper)
+    assert dtypes == [torch.bfloat16]
+    assert losses['loss'].dtype == torch.float32 and torch.isfinite(losses['loss'])
+    assert model.head.fc.weight.dtype == torch.float32  # master weights stay float32
+    assert not torch.equal(model.head.fc.weight, before)  # the step updated them
+    with pytest.raises(ValueError, match='dtype must be bfloat16'):
+        CPUAutocastOptimWrapper(dtype='float16', optimizer=torch.optim.SGD(
+            model.parameters(), lr=0.1))
+
+
+def test_compiled_parts_keep_state_dict_and_outputs():
+    torch.manual_seed(0)
+    eager = _tiny_classifier().eval()
+    compiled = _tiny_classifier().eval()
+    compiled.load_state_dict(eager.state_dict())
+    names = compile_model_parts(compiled, dict(backend='aot_eager'))
+    assert names == (['backbone', 'neck', 'head'], [])
+    assert list(compiled.state_dict()) == list(eager.state_dict())
+    x = torch.randn(3, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, mode='tensor'), eager(x, mode='tensor'))
+    # a non-compiled state dict loads into the compiled model, strictly
+    compiled.load_state_dict(eager.state_dict(), strict=True)
+
+
+def test_detectors_compile_backbone_and_neck_only():
+    cfg = Config.fromfile(str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
+    cfg.model.backbone.init_cfg = None
+    model = build_model(cfg)
+    assert split_parts(model) == (['backbone', 'neck'], ['rpn_head', 'roi_head'])
+    with pytest.raises(ValueError, match="has none of \\['backbone', 'neck', 'head'\\]"):
+        compile_model_parts(torch.nn.Sequential(torch.nn.Linear(2, 2)), {})
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_learning_rate_schedule_causes_no_recompilation(data, tmp_path):
+    """3 epochs, the learning rate changing every iteration: after the first epoch (training
+    mode) and its validation (eval mode) nothing is compiled again."""
+    config = _config(data, tmp_path, COSINE + AOT_EAGER)
+    proc = train(str(config), '--work-dir', str(tmp_path / 'wd'), '--compile')
+    log = proc.stdout
+    assert "compile_model: torch.compile(backend='aot_eager') of backbone, neck, head; eager: " \
+        'data preprocessor, losses, optimizer step' in log
+    counts = [int(n) for n in re.findall(r'training epoch \d compiled (\d+) graphs', log)]
+    assert len(counts) == 3 and counts[0] > 0 and counts[1:] == [0, 0], log[-3000:]
+    lrs = re.findall(r'Epoch\(train\).*?\slr: ([0-9.e+-]+)', log)
+    assert len(set(lrs)) >= 10, lrs  # the schedule really changed the rate every iteration
+    assert 'recompiled after the first epoch' not in log
+
+
+@pytest.mark.slow
+def test_resume_from_an_eager_checkpoint_into_a_compiled_run(data, tmp_path):
+    """Eager epoch 1, then ``--compile --resume``: the eager checkpoint loads into the
+    compiled model, and the compiled run saves the same state-dict keys."""
+    work_dir = tmp_path / 'wd'
+    train(str(data['config']), '--work-dir', str(work_dir))
+    config = _config(data, tmp_path, AOT_EAGER)
+    proc = train(str(config), '--work-dir', str(work_dir), '--compile', '--resume',
+                 '--cfg-options', 'train_cfg.max_epochs=2')
+    assert 'resumed epoch: 1, iter: 4' in proc.stdout
+    assert "compile_model: torch.compile(backend='aot_eager') of backbone" in proc.stdout
+    assert 'Epoch(train) [2][4/4]' in proc.stdout
+    keys = _state_keys(work_dir / 'epoch_2.pth')
+    assert keys == _state_keys(work_dir / 'epoch_1.pth')
+    assert not any('_orig_mod' in key for key in keys)
+
+
+@pytest.mark.slow
+def test_compile_with_ddp_two_gloo_processes(data, tmp_path):
+    config = _config(data, tmp_path, AOT_EAGER)
+    work_dir = tmp_path / 'dist'
+    proc = run_tool(['bash', str(TOOLS / 'dist_train.sh'), str(config), '2', '--work-dir',
+                     str(work_dir), '--compile'], cwd=tmp_path,
+                    env={'PYTHON': sys.executable, 'PORT': str(free_port())})
+    log = proc.stdout
+    assert 'GPU number: 2' in log and "compile_model: torch.compile(backend='aot_eager')" in log
+    assert 'Epoch(train) [1][2/2]' in log, log[-3000:]
+    keys = _state_keys(work_dir / 'epoch_1.pth')
+    assert keys and not any('_orig_mod' in key or key.startswith('module.') for key in keys)
+
+
+@pytest.mark.slow
+def test_amp_on_cpu_trains_in_bfloat16_and_the_loss_falls(data, tmp_path):
+    config = _config(data, tmp_path, (
+        '\ntrain_cfg = dict(by_epoch=True, max_epochs=6, val_interval=6)\n'
+        "param_scheduler = dict(type='ConstantLR', factor=1.0, by_epoch=True, begin=0, end=6)\n"
+        "optim_wrapper = dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9))\n"))
+    proc = train(str(config), '--work-dir', str(tmp_path / 'wd'), '--amp')
+    log = proc.stdout
+    assert "type='CPUAutocastOptimWrapper'" in log and 'AmpOptimWrapper' not in log
+    losses = _losses(log)
+    assert len(losses) == 24, log[-3000:]
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.15, losses
+    shutil.rmtree(tmp_path / 'wd')

@@ -1,0 +1,162 @@
+"""The detection protocol tool (tools/detection_protocol.py): the protocol fixed before any run,
+the findings and the docs table from a results JSON, the docs page agreeing with its JSON, the
+Fashion-MNIST → ImageNet-layout converter, and (slow) the short protocol end to end."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FASHION_MNIST, REPO, load_tool
+
+protocol = load_tool('detection_protocol')
+converter = load_tool('dataset_converters/fashion_mnist_to_imagenet')
+DOCS_PAGE = REPO / 'docs' / 'en' / 'detection.md'
+needs_fashion_mnist = pytest.mark.skipif(
+    not (FASHION_MNIST / 'train-images-idx3-ubyte.gz').is_file(),
+    reason='tools/setup_env.sh installs Fashion-MNIST (Debian dataset-fashion-mnist)')
+
+
+def test_full_protocol_is_the_paper_s_shape() -> None:
+    full = protocol.PROTOCOLS['full']
+    assert full.det_epochs == 12 and full.det_milestones() == [8, 11]
+    assert full.pretrain_milestones() == [3, 6, 9]  # 30/60/90 % of 10 epochs
+    assert [c.name for c in full.cases] == [
+        'mask-rcnn_resnet18_pretrained', 'mask-rcnn_resnet18_scratch',
+        'mask-rcnn_pdc-resnet18_pretrained', 'mask-rcnn_pdc-resnet18_scratch',
+        'cascade-mask-rcnn_resnet18_pretrained', 'cascade-mask-rcnn_pdc-resnet18_pretrained']
+    for case in full.cases:  # each case reads a config the converter writes
+        assert case.config.replace('_fashion-coco.py', '_coco.py') in \
+            [Path(c).name for c in protocol.REPO_CONFIGS]
+
+
+def test_scratch_cases_train_every_stage_and_learn_bn(tmp_path: Path) -> None:
+    run = protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path))
+    pre = run.finetune_options(protocol.Case('mask-rcnn', 'resnet18', True), '/ckpt.pth')
+    scratch = run.finetune_options(protocol.Case('mask-rcnn', 'resnet18', False), None)
+    assert 'model.backbone.init_cfg.checkpoint=/ckpt.pth' in pre
+    assert {'model.backbone.init_cfg=None', 'model.backbone.frozen_stages=-1',
+            'model.backbone.norm_eval=False'} <= set(scratch)
+    common = set(pre) & set(scratch)  # everything else is the same
+    assert set(pre) - common == {'model.backbone.init_cfg.checkpoint=/ckpt.pth'}
+    assert 'param_scheduler.1.milestones=[8, 11]' in common
+
+
+def test_a_work_dir_keeps_its_protocol(tmp_path: Path) -> None:
+    protocol.ProtocolRun(protocol.PROTOCOLS['short'], str(tmp_path)).check_protocol()
+    protocol.ProtocolRun(protocol.PROTOCOLS['short'], str(tmp_path)).check_protocol()
+    with pytest.raises(ValueError, match=r"another protocol \(differs in \[.*'coco_train'"):
+        protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path)).check_protocol()
+
+
+def _results(values: dict) -> dict:
+    full = protocol.PROTOCOLS['full']
+    cases = {}
+    for case in full.cases:
+        bbox = values[case.name]
+        cases[case.name] = dict(backbone=case.backbone, detector=case.detector,
+                                pretrained=case.pretrained, bbox_mAP=bbox, bbox_mAP_50=bbox + 0.2,
+                                segm_mAP=bbox - 0.05, segm_mAP_50=bbox + 0.1)
+    return dict(protocol=full.to_json(), pretrain={}, cases=cases,
+                findings=protocol.findings(full, cases))
+
+
+VALUES = {'mask-rcnn_resnet18_pretrained': 0.30, 'mask-rcnn_resnet18_scratch': 0.29,
+          'mask-rcnn_pdc-resnet18_pretrained': 0.42, 'mask-rcnn_pdc-resnet18_scratch': 0.20,
+          'cascade-mask-rcnn_resnet18_pretrained': 0.35,
+          'cascade-mask-rcnn_pdc-resnet18_pretrained': 0.33}
+
+
+def test_findings_follow_the_fixed_rules() -> None:
+    findings = _results(VALUES)['findings']
+    # 0.30 vs 0.29 is within the 0.02 margin: not "better"; 0.42 vs 0.20 is
+    assert findings['pretrained_beats_scratch'] == {'resnet18': False, 'pdc-resnet18': True}
+    assert findings['pdc_minus_resnet18'] == {
+        'mask-rcnn/bbox_mAP': 0.12, 'mask-rcnn/segm_mAP': 0.12,
+        'cascade-mask-rcnn/bbox_mAP': -0.02, 'cascade-mask-rcnn/segm_mAP': -0.02}
+    assert list(findings['targets'].values()) == [True, True]  # 0.42 >= 0.40, 0.37 >= 0.35
+
+
+def test_table_rows_and_page_round_trip(tmp_path: Path) -> None:
+    table = protocol.render_table(_results(VALUES))
+    rows = [line for line in table.splitlines() if line.startswith('| mask') or
+            line.startswith('| cascade')]
+    assert len(rows) == 6
+    assert rows[2] == ('| mask-rcnn | pdc-resnet18 | ImageNet-layout pretrained | 0.420 | 0.620 '
+                       '| 0.370 | 0.520 |')
+    assert '- PDC-ResNet18 − ResNet18, cascade-mask-rcnn/bbox_mAP: -0.020' in table
+    page = tmp_path / 'detection.md'
+    page.write_text(f'intro\n{protocol.TABLE_START}\nold\n{protocol.TABLE_END}\noutro\n')
+    results = tmp_path / 'results.json'
+    results.write_text(json.dumps(_results(VALUES)))
+    protocol.main(['table', str(results), '--write', str(page)])
+    text = page.read_text()
+    assert text.startswith('intro\n') and text.endswith('\noutro\n')
+    assert protocol.table_in(text) == table
+    assert json.loads((tmp_path / protocol.RESULTS_NEXT_TO_PAGE).read_text()) == \
+        json.loads(results.read_text())
+
+
+def test_docs_table_agrees_with_its_results_json() -> None:
+    """docs/en/detection.md shows the table generated from docs/en/detection_protocol.json, or
+    the note that no full run is recorded when that JSON does not exist."""
+    stored = DOCS_PAGE.parent / protocol.RESULTS_NEXT_TO_PAGE
+    results = json.loads(stored.read_text()) if stored.is_file() else None
+    assert protocol.table_in(DOCS_PAGE.read_text()) == protocol.render_table(results)
+
+
+@needs_fashion_mnist
+def test_converter_writes_mmpretrain_s_imagenet_layout(tmp_path: Path) -> None:
+    from mmpretrain.datasets import ImageNet
+
+    from mmpoly.datasets import FASHION_MNIST_CLASSES, LocalFashionMNIST
+    out = tmp_path / 'fashion_imagenet'
+    counts = converter.main([str(out), '--train', '30', '--val', '10', '--seed', '1'])
+    assert counts == {'train': 30, 'val': 10}
+    folders = sorted(p.name for p in (out / 'train').iterdir())
+    assert folders == sorted(converter.class_folder(n) for n in FASHION_MNIST_CLASSES)
+    assert 't-shirt-top' in folders
+    source = LocalFashionMNIST(split='test')
+    dataset = ImageNet(data_root=str(out), split='val', pipeline=[dict(type='LoadImageFromFile')])
+    assert len(dataset) == 10
+    lines = (out / 'meta' / 'val.txt').read_text().splitlines()
+    for i, line in enumerate(lines):
+        rel, label = line.split()
+        index = int(rel.split('_')[-1][:-len('.png')])
+        info = source.get_data_info(index)
+        assert int(label) == info['gt_label'] == dataset.get_data_info(i)['gt_label']
+        assert rel.startswith(converter.class_folder(FASHION_MNIST_CLASSES[int(label)]) + '/')
+        image = dataset[i]['img']  # loaded as 3-channel colour, grey values kept
+        assert image.shape == (28, 28, 3)
+        assert np.array_equal(image[..., 0], np.asarray(info['img']))
+    with pytest.raises(FileExistsError, match='exists'):
+        converter.main([str(out), '--train', '5'])
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith('.')]  # no temporary left
+
+
+@pytest.mark.slow
+@needs_fashion_mnist
+def test_short_protocol_runs_every_stage_and_resumes(tmp_path: Path) -> None:
+    """The short protocol end to end: the results JSON holds what the runs logged, curves and
+    predictions are written; a second run skips every finished stage, and a stage whose record
+    is gone resumes from its checkpoints instead of training again."""
+    work_dir = tmp_path / 'protocol'
+    results = protocol.main(['run', '--protocol', 'short', '--work-dir', str(work_dir)])
+    name = 'mask-rcnn_resnet18_pretrained'
+    case = results['cases'][name]
+    logged = protocol.last_validation(str(work_dir / 'finetune' / name), 'coco/')
+    assert [case[m] for m in protocol.METRICS] == [logged[m] for m in protocol.METRICS]
+    assert results['pretrain']['resnet18']['top1'] == \
+        protocol.last_validation(str(work_dir / 'pretrain' / 'resnet18'), 'accuracy/')['top1']
+    assert json.loads((work_dir / 'results.json').read_text())['cases'] == results['cases']
+    report = work_dir / 'report'
+    assert (report / 'finetune_curves.png').stat().st_size > 10_000
+    drawn = sorted((report / 'predictions' / name / 'vis').iterdir())
+    assert len(drawn) == 2
+    stages = sorted(p.stem for p in (work_dir / 'stages').glob('*.json'))
+    assert stages == ['data', f'finetune-{name}', 'pretrain-resnet18']
+    (work_dir / 'stages' / f'finetune-{name}.json').unlink()
+    again = protocol.main(['run', '--protocol', 'short', '--work-dir', str(work_dir)])
+    assert [again['cases'][name][m] for m in protocol.METRICS] == \
+        [case[m] for m in protocol.METRICS]
+    log = (work_dir / 'finetune' / f'{name}.log').read_text()
+    assert log.count('--resume') == 1 and 'Auto resumed from the latest checkpoint' in log

@@ -1,0 +1,132 @@
+"""tools/analysis_tools/gpu_report.sh and gpu_tables.py: the report's JSON and its tables (no
+GPU: a dry run on the CPU, and reports assembled from recorded steps)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+from helpers import FASHION_MNIST, REPO, load_tool
+
+SCRIPT = REPO / 'tools' / 'analysis_tools' / 'gpu_report.sh'
+
+
+@pytest.fixture(scope='module')
+def gen():
+    return load_tool('analysis_tools/gpu_tables')
+
+
+def _bench(train: float, infer: float, passed: bool) -> Dict[str, Any]:
+    """A benchmark.py --json result with one model against its baseline."""
+    def model(config, baseline, ratios, speed):
+        return dict(config=config, baseline=baseline, ratios=ratios,
+                    train_images_per_s=speed, infer_images_per_s=2 * speed)
+    return dict(
+        baseline='configs/resnet18_8xb32_in1k.py', settings=dict(batch_size=32),
+        models=[model('configs/resnet18_8xb32_in1k.py', True,
+                      dict(train=1.0, infer=1.0, memory=1.0, flops=1.0), 1000.0),
+                model('configs/pdc_resnet18_8xb32_in1k.py', False,
+                      dict(train=train, infer=infer, memory=1.2, flops=1.08), 1000.0 * train)],
+        checks=[dict(config='configs/pdc_resnet18_8xb32_in1k.py', target='min_train_ratio',
+                     ratio='train', value=train, limit=0.92, passed=passed)])
+
+
+def _record(gen, parts: Path, name: str, result=None, status='ok', seconds=3) -> None:
+    if result is not None:
+        (parts / f'{name}.json').write_text(json.dumps(result))
+    gen.write_part(str(parts), name, status, seconds)
+
+
+def test_report_and_tables(gen, tmp_path):
+    parts = tmp_path / 'parts'
+    parts.mkdir()
+    _record(gen, parts, 'mmcv_check', dict(mmcv='2.1.0', cuda_ops=True,
+                                           build_time='mmcv 2.1.0 cuda 9.0 build: 301 s (...)'))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:compiled', _bench(0.95, 0.99, True))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:compiled', _bench(0.90, 0.97, False))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:eager', _bench(0.38, 0.51, True))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:eager', status='failed (exit 1)')
+    _record(gen, parts, 'finetune', seconds=120)
+    _record(gen, parts, 'finetune_eval', {'coco/bbox_mAP': 0.412, 'coco/segm_mAP': 0.388})
+    _record(gen, parts, 'bench:gpu-cifar100-families:fp32:compiled', status='skipped',
+            seconds=0)
+    report = gen.collect(str(parts), 'cpu', 540, 533)
+    assert [s['name'] for s in report['steps']][:2] == [
+        'mmcv_check', 'bench:gpu-in1k-pdc:fp32:compiled']  # in the order they ran
+    assert report['steps'][4]['result'] is None and report['budget_s'] == 540
+    import torch
+    assert (report['torch'], report['cuda']) == (torch.__version__, torch.version.cuda)
+
+    text = gen.tables(report)
+    first = text.splitlines()[0]
+    assert first.startswith('Measured on ') and f"torch {torch.__version__}" in first
+    assert f'CUDA {torch.version.cuda}' in first and report['date'] in first
+    assert 'mmcv 2.1.0: CUDA ops yes; build: mmcv 2.1.0 cuda 9.0 build: 301 s' in text
+    row = next(line for line in text.splitlines()
+               if line.startswith('| pdc_resnet18_8xb32_in1k.py'))
+    assert row == ('| pdc_resnet18_8xb32_in1k.py | 1.08× | 0.95× / 0.99× | 0.90× / 0.97× | '
+                   '0.38× / 0.51× | not run | 1.20× | train ≥ 0.92: met / train ≥ 0.92: '
+                   '**missed** |')
+    assert 'fp32 compiled 1000 / 2000 images/s' in text
+    assert 'COCO bbox mAP 0.412, segm mAP 0.388' in text and '(120 s)' in text
+    assert ('Steps not completed: bench:gpu-in1k-pdc:bf16:eager (failed (exit 1)); '
+            'bench:gpu-cifar100-families:fp32:compiled (skipped).') in text
+
+    written = gen.split(report, str(tmp_path / 'gpu'))
+    names = sorted(Path(p).name for p in written)
+    date = report['date'][:10]
+    assert names == [f'{date}_gpu-in1k-pdc_{run}.json'
+                     for run in ('bf16_compiled', 'fp32_compiled', 'fp32_eager')]
+    assert json.loads(Path(written[0]).read_text())['models'][1]['ratios']['train'] == 0.95
+
+
+def test_update_block(gen, tmp_path):
+    page = tmp_path / 'speed.md'
+    page.write_text(f'# Speed\n\n{gen.BEGIN}\nold\n{gen.END}\n\nafter\n')
+    gen.update_block(str(page), 'new table\n')
+    assert page.read_text() == f'# Speed\n\n{gen.BEGIN}\nnew table\n{gen.END}\n\nafter\n'
+    page.write_text('# no markers\n')
+    with pytest.raises(ValueError, match='needs one line <!-- gpu-report:begin -->'):
+        gen.update_block(str(page), 'x')
+
+
+def test_bad_options():
+    for args, message in ((['--device', 'tpu'], "--device must be cuda or cpu, got 'tpu'"),
+                          (['--budget-s', '9m'], "--budget-s must be a whole number"),
+                          (['--bogus'], "unknown option '--bogus'")):
+        proc = subprocess.run(['bash', str(SCRIPT), *args], capture_output=True, text=True)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (FASHION_MNIST / 'train-images-idx3-ubyte.gz').is_file(),
+                    reason='tools/setup_env.sh installs Fashion-MNIST')
+def test_cpu_dry_run(tmp_path):
+    """The whole script on the CPU at tiny sizes: every step runs and is recorded."""
+    out = tmp_path / 'out'
+    proc = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--quick', '--out', str(out)],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, 'PYTHON': os.environ.get('PYTHON', '')
+                               or str(REPO / '.venv' / 'bin' / 'python')})
+    log = (out / 'gpu_report.log').read_text() if (out / 'gpu_report.log').is_file() else ''
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    report = json.loads((out / 'report.json').read_text())
+    steps = {s['name']: s for s in report['steps']}
+    assert list(steps) == ['mmcv_check', 'bench:gpu-in1k-pdc:fp32:compiled',
+                           'bench:gpu-in1k-pdc:bf16:eager', 'bench:mask-rcnn:bf16:compiled',
+                           'fashion_coco', 'finetune', 'finetune_eval']
+    assert all(s['status'] == 'ok' for s in steps.values()), steps
+    compiled = steps['bench:gpu-in1k-pdc:fp32:compiled']['result']
+    assert compiled['settings']['compile'] and compiled['settings']['device'] == 'cpu'
+    assert compiled['settings']['compile_backend'] == 'aot_eager'
+    assert [c['target'] for c in compiled['checks']] == ['min_train_ratio']  # the GPU target
+    eager = steps['bench:gpu-in1k-pdc:bf16:eager']['result']
+    assert not eager['settings']['compile'] and eager['settings']['amp'] == 'bfloat16'
+    assert eager['checks'] == []
+    detector = steps['bench:mask-rcnn:bf16:compiled']['result']
+    assert [m['flops_part'] for m in detector['models']] == ['backbone', 'backbone']
+    metrics = steps['finetune_eval']['result']
+    assert set(metrics) >= {'coco/bbox_mAP', 'coco/segm_mAP'}
+    assert (out / 'tables.md').read_text() == load_tool('analysis_tools/gpu_tables').tables(
+        report)

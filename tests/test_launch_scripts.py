@@ -1,0 +1,120 @@
+"""Which Python tools/dist_*.sh and tools/slurm_*.sh run, from a shell with no venv activated.
+
+Precedence (tools/select_python.sh): PYTHON, else $MMPOLY_VENV/bin/python, else
+<repository>/.venv/bin/python, else ``python`` on the PATH. Every run here starts from
+``env -i PATH=/usr/bin:/bin``: no activated venv, and a PATH whose ``python`` (if any) lacks torch.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+from helpers import TOOLS
+
+SCRIPTS = {  # script: arguments up to the options passed on to train.py / test.py
+    'dist_train.sh': ['cfg.py', '1'],
+    'dist_test.sh': ['cfg.py', 'ck.pth', '1'],
+    'slurm_train.sh': ['part', 'job', 'cfg.py'],
+    'slurm_test.sh': ['part', 'job', 'cfg.py', 'ck.pth'],
+}
+BARE_PATH = '/usr/bin:/bin'
+
+
+def _fake_python(path: Path, name: str) -> Path:
+    """An executable that prints its name and arguments, one per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho "ran {name}"\nfor a in "$@"; do printf "%s\\n" "$a"; '
+                    'done\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A copy of the launch scripts in ``repo/tools/``, a fake ``srun`` and fake interpreters:
+    ``repo/.venv/bin/python``, ``venv/bin/python`` (for MMPOLY_VENV), ``bin/python`` (on PATH)."""
+    repo = tmp_path / 'repo'
+    (repo / 'tools').mkdir(parents=True)
+    for script in (*SCRIPTS, 'select_python.sh'):
+        shutil.copy2(TOOLS / script, repo / 'tools' / script)
+    _fake_python(repo / '.venv' / 'bin' / 'python', 'repo-venv')
+    _fake_python(tmp_path / 'venv' / 'bin' / 'python', 'mmpoly-venv')
+    _fake_python(tmp_path / 'bin' / 'python', 'path-python')
+    _fake_python(tmp_path / 'explicit', 'explicit')
+    srun = tmp_path / 'bin' / 'srun'  # runs its last arguments from the interpreter on
+    srun.write_text('#!/bin/bash\nwhile [ "${1#-}" != "$1" ]; do\n'
+                    '    if [ "$1" = -p ]; then shift; fi; shift\ndone\nexec "$@"\n')
+    srun.chmod(0o755)
+    return repo
+
+
+def _run(script: Path, args: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(['/bin/bash', str(script), *args], env={'PATH': BARE_PATH, **env},
+                          capture_output=True, text=True, timeout=60)
+
+
+def _ran(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith('ran '), proc.stdout
+    return first[len('ran '):]
+
+
+@pytest.mark.parametrize('script', list(SCRIPTS))
+def test_precedence_python_then_mmpoly_venv_then_repo_venv_then_path(checkout: Path,
+                                                                      script: str) -> None:
+    tmp = checkout.parent
+    path = f'{tmp / "bin"}:{BARE_PATH}'
+    run = checkout / 'tools' / script
+    args = SCRIPTS[script]
+    every = {'PATH': path, 'PYTHON': str(tmp / 'explicit'), 'MMPOLY_VENV': str(tmp / 'venv')}
+    assert _ran(_run(run, args, every)) == 'explicit'
+    every.pop('PYTHON')
+    assert _ran(_run(run, args, every)) == 'mmpoly-venv'
+    every.pop('MMPOLY_VENV')
+    assert _ran(_run(run, args, every)) == 'repo-venv'
+    shutil.rmtree(checkout / '.venv')
+    assert _ran(_run(run, args, every)) == 'path-python'
+
+
+@pytest.mark.parametrize('script', list(SCRIPTS))
+def test_arguments_reach_the_tool(checkout: Path, script: str) -> None:
+    tmp = checkout.parent
+    proc = _run(checkout / 'tools' / script, [*SCRIPTS[script], '--amp'],
+                {'PATH': f'{tmp / "bin"}:{BARE_PATH}'})
+    argv = proc.stdout.splitlines()[1:]
+    tool = 'train.py' if 'train' in script else 'test.py'
+    at = [i for i, a in enumerate(argv) if a.endswith(f'/tools/{tool}')]
+    assert len(at) == 1, argv
+    assert argv[at[0] + 1] == 'cfg.py' and argv[-1] == '--amp'
+    assert argv[-2] in ('pytorch', 'slurm') and argv[-3] == '--launcher'
+
+
+def test_mmpoly_venv_without_python_is_an_error(checkout: Path, tmp_path: Path) -> None:
+    proc = _run(checkout / 'tools' / 'dist_train.sh', SCRIPTS['dist_train.sh'],
+                {'MMPOLY_VENV': str(tmp_path / 'nowhere')})
+    assert proc.returncode == 2
+    assert f'MMPOLY_VENV={tmp_path / "nowhere"} has no bin/python' in proc.stderr
+    assert 'ran ' not in proc.stdout
+
+
+def test_dist_train_runs_torch_from_a_bare_shell() -> None:
+    """The real script, with the venv this test suite runs in (no PYTHON, no activation): torchrun
+    starts tools/train.py, which imports torch and mmpoly and prints its usage."""
+    venv = Path(sys.prefix)
+    if not (venv / 'bin' / 'python').is_file() or sys.prefix == sys.base_prefix:
+        pytest.skip('the tests do not run in a virtual environment')
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    env = {'HOME': os.environ.get('HOME', '/tmp'), 'PORT': str(port)}
+    if venv.resolve() != (TOOLS.parent / '.venv').resolve():
+        env['MMPOLY_VENV'] = str(venv)
+    proc = _run(TOOLS / 'dist_train.sh', ['no_such_config.py', '1', '--help'], env)
+    assert "No module named 'torch'" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'usage:' in proc.stdout and '--resume' in proc.stdout

@@ -1,0 +1,320 @@
+"""ONNX export (mmpoly.deploy.export_onnx, tools/deployment/): onnxruntime computes what PyTorch
+computes, for every family, and refuses what cannot be exported.
+
+Tolerance: max |onnxruntime - PyTorch| <= PARITY_RTOL (1e-4) × max |PyTorch| over the logits,
+both in float32. The two runtimes differ only in the order of the sums inside convolutions and
+matrix products (MLAS against oneDNN), each adding a rounding error of a few float32 ulps
+(u = 6e-8) relative to the magnitudes summed, per layer; measured differences are 1e-7 to 1e-6 of
+the largest logit. Weights, BN statistics and α are randomised (tests/test_deploy.py), so that
+zero-initialised residual norms do not hide a block.
+"""
+import json
+import os.path as osp
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmengine.config import Config
+
+from helpers import REPO, load_tool
+from mmpoly.deploy import (PARITY_RTOL, compare_outputs, export_onnx, fixed_size_modules,
+                           input_shape_from_config, load_model, onnx_parity, onnx_session,
+                           run_onnx)
+from mmpoly.utils.classifier_backbone import mmpoly_config_path
+from test_deploy import _randomise
+
+onnx = pytest.importorskip('onnx', reason='pip install mmpoly[deploy]')
+ort = pytest.importorskip('onnxruntime', reason='pip install mmpoly[deploy]')
+
+#: One config per family on small inputs (Fashion-MNIST ResNet8, 28×28; the families with no
+#: Fashion-MNIST config on CIFAR, 32×32): (config, whether the test is fast).
+FAMILIES = [
+    ('resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('se_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pinet_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pinet3_resnet8_1xb128-1400i_fashion-mnist.py', True),
+    ('pdc_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pdc3_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py', True),
+    ('nl_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pdc-nl3_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pdc-nl4_resnet8_1xb128-1400i_fashion-mnist.py', True),
+    ('noact_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pinet-noact_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('pdc-noact_resnet8_1xb128-1400i_fashion-mnist.py', False),
+    ('dnl_resnet18_1xb128_cifar100.py', False),
+    ('pdc4_resnet18_1xb128_cifar100.py', False),
+    ('pdc3-noact_resnet18_1xb128_cifar100.py', False),
+    ('pdc4-noact_resnet18_1xb128_cifar10.py', False),
+    ('pinet4-noact_resnet18_1xb128_cifar10.py', False),
+    ('pdc-param_resnet18_1xb128_cifar100.py', False),
+    ('pdc-channels_resnet18_1xb128_cifar100.py', False),
+]
+
+
+def _random_model(config: str, seed: int = 0):
+    cfg, model = load_model(mmpoly_config_path(config))
+    _randomise(model, seed)
+    return cfg, model.eval()
+
+
+def _assert_parity(parity) -> None:
+    assert parity.scale > 0
+    assert parity.max_abs <= PARITY_RTOL * parity.scale, parity
+
+
+def _family_params():
+    return [pytest.param(name, id=name.split('_1xb')[0],
+                         marks=() if fast else pytest.mark.slow) for name, fast in FAMILIES]
+
+
+@pytest.mark.parametrize('name', _family_params())
+def test_family_logits_match_pytorch(name, tmp_path):
+    cfg, model = _random_model(name)
+    shape = input_shape_from_config(cfg)
+    path = str(tmp_path / 'model.onnx')
+    export_onnx(model, path, shape, batch_size=2, dynamic_batch=True)
+    session = onnx_session(path)
+    for batch in (2, 5):  # the export's batch and another (dynamic batch axis)
+        x = torch.randn(batch, *shape, generator=torch.Generator().manual_seed(batch))
+        parity = onnx_parity(model, path, x, session=session)
+        assert parity.shapes == [(batch, cfg.model.head.num_classes)]
+        _assert_parity(parity)
+    graph = onnx.load(path).graph
+    assert [d.dim_param for d in graph.input[0].type.tensor_type.shape.dim][0] == 'batch'
+
+
+def _shipped_families():
+    """The first config (by name) of every model family of configs/ (the model field of the
+    name), plus one ImageNet and one Speech Commands config: exported as shipped."""
+    first = {}
+    for path in sorted((REPO / 'configs').glob('*.py')):
+        if 'rcnn' in path.name:
+            continue
+        prefix = path.stem.split('_', 1)[0]
+        prefix = 'resnet' if re.fullmatch(r'resnet\d+', prefix) else prefix
+        first.setdefault(prefix, path.name)
+    return sorted(set(first.values()) | {'resnet18_8xb32_in1k.py',
+                                         'pdc_resnet7_1xb128_speech-commands.py'})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', _shipped_families())
+def test_shipped_config_exports_as_is(name, tmp_path):
+    cfg, model = _random_model(name, seed=1)
+    shape = input_shape_from_config(cfg)
+    path = str(tmp_path / 'model.onnx')
+    export_onnx(model, path, shape, batch_size=1)
+    x = torch.randn(1, *shape, generator=torch.Generator().manual_seed(2))
+    _assert_parity(onnx_parity(model, path, x))
+
+
+@pytest.mark.parametrize('name, shape', [
+    ('resnet18_1xb128_cifar10.py', (3, 32, 32)),
+    ('pdc_resnet8_1xb128-1400i_fashion-mnist.py', (1, 28, 28)),
+    ('pdc_resnet7_1xb128_speech-commands.py', (1, 32, 32)),
+    ('pdc-cmp_resnet18_8xb32_in1k.py', (3, 224, 224)),
+    ('mask-rcnn_pdc-resnet18_fpn_1x_coco.py', (3, 800, 1344)),
+])
+def test_input_shape_from_config(name, shape):
+    assert input_shape_from_config(Config.fromfile(mmpoly_config_path(name))) == shape
+
+
+def test_input_shape_unknown_is_an_error():
+    cfg = Config(dict(model=dict(type='ImageClassifier', backbone=dict(type='X')),
+                      test_dataloader=dict(dataset=dict(type='MyData', pipeline=[]))))
+    with pytest.raises(ValueError, match='--shape'):
+        input_shape_from_config(cfg)
+
+
+def test_pdc_nl_refuses_dynamic_size_and_other_sizes(tmp_path):
+    _, model = _random_model('pdc-nl3_resnet8_1xb128-1400i_fashion-mnist.py')
+    assert len(fixed_size_modules(model)) == 1
+    path = tmp_path / 'model.onnx'
+    with pytest.raises(ValueError, match=r'dynamic_size.*spatial_size \(4, 4\)'):
+        export_onnx(model, str(path), (1, 28, 28), dynamic_size=True)
+    with pytest.raises(ValueError, match=r'does not take a \(1, 1, 40, 40\) input.*spatial_size'):
+        export_onnx(model, str(path), (1, 40, 40))
+    assert not path.exists()
+
+
+def test_rejected_graph_leaves_no_file(tmp_path, monkeypatch):
+    _, model = _random_model('pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py')
+    path = tmp_path / 'model.onnx'
+    path.write_bytes(b'old')
+
+    def reject(*args, **kwargs):
+        raise onnx.checker.ValidationError('rejected for the test')
+
+    monkeypatch.setattr(onnx.checker, 'check_model', reject)
+    with pytest.raises(RuntimeError, match='checker rejected.*rejected for the test'):
+        export_onnx(model, str(path), (1, 28, 28))
+    assert path.read_bytes() == b'old'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['model.onnx']  # no temporary left
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(input_shape=(28, 28)), 'input_shape must be'),
+    (dict(input_shape=(1, 28, 28), opset=13), 'opset must be'),
+    (dict(input_shape=(1, 28, 28), batch_size=0), 'batch_size must be'),
+])
+def test_bad_options_are_errors(kwargs, match, tmp_path):
+    _, model = _random_model('resnet8_1xb128-1400i_fashion-mnist.py')
+    with pytest.raises(ValueError, match=match):
+        export_onnx(model, str(tmp_path / 'm.onnx'), **kwargs)
+
+
+def test_compare_outputs():
+    expected = [np.array([[1.0, -4.0]]), np.array([2.0])]
+    parity = compare_outputs(expected, [np.array([[1.0, -4.5]]), np.array([2.25])])
+    assert parity.max_abs == 0.5 and parity.scale == 4.0 and parity.max_rel == 0.125
+    assert compare_outputs(expected, [np.array([[1.0, np.nan]]), np.array([2.0])]).max_abs \
+        == float('inf')
+    with pytest.raises(ValueError, match='shape'):
+        compare_outputs(expected, [np.zeros((2, 2)), np.array([2.0])])
+
+
+@pytest.mark.slow
+def test_dynamic_size_export_runs_at_other_sizes(tmp_path):
+    cfg, model = _random_model('pdc_resnet7_1xb128_speech-commands.py')
+    path = str(tmp_path / 'model.onnx')
+    export_onnx(model, path, (1, 32, 32), batch_size=2, dynamic_batch=True, dynamic_size=True)
+    session = onnx_session(path)
+    for shape in ((2, 1, 32, 32), (3, 1, 40, 24)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+        _assert_parity(onnx_parity(model, path, x, session=session))
+
+
+@pytest.mark.slow
+def test_detector_backbone_and_neck_match(tmp_path):
+    cfg, model = _random_model('mask-rcnn_pdc-resnet18_fpn_1x_coco.py')
+    path = str(tmp_path / 'det.onnx')
+    export_onnx(model, path, (3, 128, 160), batch_size=1, dynamic_size=True, part='features')
+    session = onnx_session(path)
+    for shape in ((1, 3, 128, 160), (1, 3, 96, 128)):
+        x = torch.randn(shape, generator=torch.Generator().manual_seed(4))
+        parity = onnx_parity(model, path, x, part='features', session=session)
+        assert parity.num_outputs == 5  # FPN levels P2-P6
+        assert parity.shapes[0] == (1, 256, shape[2] // 4, shape[3] // 4)
+        _assert_parity(parity)
+
+
+def test_export_tool_verifies(tmp_path, capsys):
+    tool = load_tool('deployment/pytorch2onnx')
+    out = tmp_path / 'pdc-comp.onnx'
+    code = tool.main([str(REPO / 'configs' / 'pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py'),
+                      '--dynamic-batch', '--verify', '--out', str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert 'input (1, 1, 28, 28)' in printed and 'input (3, 1, 28, 28)' in printed
+    worst = float(re.search(r'PASS: largest relative difference (\S+)', printed).group(1))
+    assert worst <= PARITY_RTOL
+    session = onnx_session(str(out))
+    assert session.get_inputs()[0].shape == ['batch', 1, 28, 28]
+
+
+def test_export_tool_refuses_dynamic_size_for_pdc_nl(tmp_path, capsys):
+    tool = load_tool('deployment/pytorch2onnx')
+    out = tmp_path / 'pdc-nl4.onnx'
+    code = tool.main([str(REPO / 'configs' / 'pdc-nl4_resnet8_1xb128-1400i_fashion-mnist.py'),
+                      '--dynamic-size', '--out', str(out)])
+    assert code == 2
+    assert 'spatial_size' in capsys.readouterr().err
+    assert not out.exists()
+
+
+# ---- the published Fashion-MNIST zoo through onnxruntime ----------------------------------
+
+def _zoo_tool():
+    return load_tool('deployment/onnx_zoo_parity')
+
+
+def test_zoo_results_file_matches_metafile():
+    tool = _zoo_tool()
+    results = json.loads(tool.RESULTS_FILE.read_text())
+    published = {m['name']: m for m in tool.published_models()}
+    assert len(published) == 17
+    assert {r['name'] for r in results['models']} == set(published)
+    for r in results['models']:
+        entry = published[r['name']]
+        assert (r['config'], r['weights']) == (entry['config'], entry['weights'])
+        assert r['num_images'] == 10000
+        assert r['onnx_top1'] == entry['metafile_top1'] == r['pytorch_top1'], r['name']
+        assert r['agreeing_predictions'] == 10000, r['name']
+        assert r['max_rel_logit_diff'] <= PARITY_RTOL
+    assert results['passed'] is True
+
+
+def test_docs_table_is_the_results_file():
+    tool = _zoo_tool()
+    results = json.loads(tool.RESULTS_FILE.read_text())
+    page = tool.DOCS_PAGE.read_text(encoding='utf-8')
+    assert tool.table_in_docs(page) == tool.markdown_table(results)
+
+
+@pytest.mark.skipif(not Path('/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz')
+                    .is_file(), reason='Debian package dataset-fashion-mnist')
+def test_zoo_checkpoints_predict_as_pytorch():
+    tool = _zoo_tool()
+    names = ['pdc-nl4_resnet8_1xb128-1400i_fashion-mnist',
+             'pinet_resnet8_1xb128-1400i_fashion-mnist']
+    results = tool.run(names, num_images=1000, opset=tool.DEFAULT_OPSET)
+    assert sorted(r['name'] for r in results['models']) == names
+    for r in results['models']:
+        assert r['num_images'] == 1000
+        assert r['agreeing_predictions'] == 1000, r
+        assert r['onnx_top1'] == r['pytorch_top1']
+        assert r['onnx_top1'] > 80  # trained weights, not chance (10 %)
+    assert results['passed'] is True
+
+
+# ---- benchmark.py --onnx -------------------------------------------------------------------
+
+def test_onnx_speed_checks_use_the_first_batch_and_skip_the_baseline():
+    from mmpoly.deploy import onnx_speed_checks
+
+    def entry(config, batch, eager, onnx_latency):
+        return dict(config=config, batch_size=batch,
+                    speedup=dict(onnx_vs_eager=eager / onnx_latency))
+
+    measured = [entry('base.py', 1, 1.0, 2.0), entry('base.py', 64, 1.0, 2.0),
+                entry('pdc.py', 1, 3.0, 2.0), entry('pdc.py', 64, 1.0, 2.0)]
+    checks = onnx_speed_checks(measured, 1.0, baseline='base.py')
+    assert [(c['config'], c['batch_size'], c['value'], c['passed']) for c in checks] == \
+        [('pdc.py', 1, 1.5, True)]
+    assert not onnx_speed_checks(measured, 1.6, baseline='base.py')[0]['passed']
+    assert onnx_speed_checks(measured, None) == []
+
+
+def test_benchmark_onnx_options_need_onnx(capsys):
+    tool = load_tool('analysis_tools/benchmark')
+    code = tool.main(['configs/pdc-comp_resnet18_1xb128_cifar10.py', '--baseline',
+                      'configs/resnet18_1xb128_cifar10.py', '--min-onnx-speedup', '1.0'])
+    assert code == 2 and '--onnx' in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_benchmark_onnx_run(tmp_path, capsys):
+    tool = load_tool('analysis_tools/benchmark')
+    out = tmp_path / 'onnx.json'
+    code = tool.main([str(REPO / 'configs' / 'pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py'),
+                      '--baseline', str(REPO / 'configs' / 'resnet8_1xb128-1400i_fashion-mnist.py'),
+                      '--onnx', '--onnx-batch-sizes', '1', '4', '--threads', '1', '--rounds', '2',
+                      '--iters', '2', '--warmup', '0', '--min-onnx-speedup', '1e-6',
+                      '--json', str(out)])
+    assert code == 0, capsys.readouterr().out
+    results = json.loads(out.read_text())
+    assert [(osp.basename(r['config']), r['batch_size']) for r in results['onnx']] == [
+        ('resnet8_1xb128-1400i_fashion-mnist.py', 1), ('resnet8_1xb128-1400i_fashion-mnist.py', 4),
+        ('pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py', 1),
+        ('pdc-comp_resnet8_1xb128-1400i_fashion-mnist.py', 4)]
+    for r in results['onnx']:
+        assert r['input_shape'] == [1, 28, 28] and r['threads'] == 1
+        lat = r['latency_s']
+        assert all(len(r['rounds_s'][name]) == 2 for name in lat)
+        assert lat['onnxruntime'] == pytest.approx(np.median(r['rounds_s']['onnxruntime']))
+        assert r['speedup']['onnx_vs_eager'] == pytest.approx(lat['eager'] / lat['onnxruntime'])
+        assert r['images_per_s']['eager'] == pytest.approx(r['batch_size'] / lat['eager'])
+    assert [c['batch_size'] for c in results['checks']] == [1] and results['passed']

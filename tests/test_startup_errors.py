@@ -1,0 +1,322 @@
+"""Start-up mistakes of tools/train.py and tools/test.py end in one message that comes first and
+names the file or key (mmpoly.utils.startup), and the ImageNet configs check their data.
+
+Most cases call the tools' ``main()`` in-process (the same code path as the command line up to
+the exit: the message on stderr, ``SystemExit(1)``); the slow ones run the tools as subprocesses
+with the venv's Python, one of them ``tools/dist_train.sh CONFIG 2`` (2 gloo processes).
+"""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+import pytest
+from helpers import CONFIGS, REPO, TOOLS, load_tool
+from mmengine.config import Config
+from test_datasets import make_imagenet
+from test_tools import free_port
+
+from mmpoly.datasets import LocalImageNet
+from mmpoly.utils import startup
+from mmpoly.utils.startup import StartupError, check_cfg_options, load_config
+
+FASHION = str(CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist.py')
+IMAGENET = str(CONFIGS / 'pdc_resnet18_8xb32_in1k.py')
+TIMEOUT_S = 180
+
+
+@pytest.fixture(scope='module')
+def tools() -> Tuple[object, object]:
+    return load_tool('train'), load_tool('test')
+
+
+def run_main(tool: object, argv: List[str], capsys: pytest.CaptureFixture) -> List[str]:
+    """``tool.main(argv)`` must exit with status 1; the lines it printed to stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(argv)
+    assert exit_info.value.code == 1
+    captured = capsys.readouterr()
+    assert captured.out == ''
+    return captured.err.splitlines()
+
+
+def run_tool(args: List[str], cwd: Path = REPO) -> Tuple[int, List[str]]:
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, text=True, timeout=TIMEOUT_S,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**os.environ, startup.TRACEBACK_ENV: ''})
+    return proc.returncode, proc.stdout.splitlines()
+
+
+def write_broken_base(tmp_path: Path) -> Path:
+    """A config whose second ``_base_`` file has a syntax error on its line 3."""
+    (tmp_path / 'broken_base.py').write_text('a = 1\nmodel = dict(\n    type=)\n')
+    config = tmp_path / 'leaf.py'
+    config.write_text(f"_base_ = [{FASHION!r}, './broken_base.py']\nb = 2\n")
+    return config
+
+
+# --------------------------------------------------------------------------- subprocesses
+
+
+@pytest.mark.slow
+def test_missing_config_is_the_first_line(tmp_path: Path) -> None:
+    missing = str(CONFIGS / 'pdc_resnet18_8xb32_in1kk.py')
+    code, lines = run_tool([str(TOOLS / 'train.py'), missing, '--work-dir', str(tmp_path)])
+    assert code == 1
+    assert lines == [f"tools/train.py: error: config file {missing!r} does not exist (close "
+                     'matches: pdc_resnet18_8xb32_in1k.py, pdc-cmp_resnet18_8xb32_in1k.py, '
+                     'resnet18_8xb32_in1k.py); give the path of a config file, e.g. one of '
+                     'configs/*.py']
+
+
+@pytest.mark.slow
+def test_syntax_error_in_a_base_file_names_it_and_its_line(tmp_path: Path) -> None:
+    config = write_broken_base(tmp_path)
+    code, lines = run_tool([str(TOOLS / 'train.py'), str(config), '--work-dir',
+                            str(tmp_path / 'work')])
+    assert code == 1
+    assert lines[0].startswith(f'tools/train.py: error: syntax error in config file '
+                               f'{tmp_path / "broken_base.py"}, line 3: '), lines
+    assert lines[1].strip() == 'type=)'
+    assert len(lines) == 2 and not (tmp_path / 'work').exists()
+
+
+@pytest.mark.slow
+def test_test_tool_unknown_cfg_option_and_missing_checkpoint(tmp_path: Path) -> None:
+    code, lines = run_tool([str(TOOLS / 'test.py'), FASHION, str(tmp_path / 'x.pth'),
+                            '--work-dir', str(tmp_path / 'w'), '--cfg-options',
+                            'test_dataloader.batch_sise=8'])
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith('tools/test.py: error: unknown --cfg-options key: '
+                               'test_dataloader.batch_sise: test_dataloader has no key '
+                               "'batch_sise' (close matches: batch_size)"), lines
+    code, lines = run_tool([str(TOOLS / 'test.py'), FASHION, str(tmp_path / 'epoch_1.pth'),
+                            '--work-dir', str(tmp_path / 'w')])
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"tools/test.py: error: CHECKPOINT "
+                               f"'{tmp_path / 'epoch_1.pth'}' does not exist; "), lines
+
+
+@pytest.mark.slow
+def test_unusable_work_dir_is_named(tmp_path: Path) -> None:
+    code, lines = run_tool([str(TOOLS / 'train.py'), FASHION, '--work-dir', '/proc/x'])
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0] == ("tools/train.py: error: work_dir '/proc/x' cannot be created (No such "
+                        "file or directory); choose another with --work-dir DIR")
+
+
+@pytest.mark.slow
+def test_dist_train_imagenet_without_data_prints_one_message(tmp_path: Path) -> None:
+    """The user's own command, run where data/imagenet does not exist: rank 0 reports once,
+    rank 1 is ended quietly, no Python traceback of a rank, non-zero exit status. What comes
+    before torchrun's report of the failed job (which ``python -m mmpoly.utils.dist_run``
+    shortens to one line, see below) is torchrun's OMP_NUM_THREADS notice and the message."""
+    proc = subprocess.run(['bash', str(TOOLS / 'dist_train.sh'), IMAGENET, '2'], cwd=tmp_path,
+                          text=True, timeout=TIMEOUT_S, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT,
+                          env={**os.environ, 'PYTHON': sys.executable,
+                               'PORT': str(free_port())})
+    lines = proc.stdout.splitlines()
+    assert proc.returncode != 0
+    errors = [i for i, line in enumerate(lines) if 'tools/train.py: error' in line]
+    assert len(errors) == 1, proc.stdout
+    assert lines[errors[0]] == ("tools/train.py: error: LocalImageNet: data_root 'data/imagenet' "
+                                f"(= {tmp_path / 'data' / 'imagenet'}) does not exist."), lines
+    report = next(i for i, line in enumerate(lines)
+                  if 'torch/distributed/elastic' in line or line.startswith('torchrun: '))
+    message = lines[errors[0]:report]
+    assert 'data/imagenet/train/<wnid>/*.JPEG' in message[2]
+    assert message[-2].endswith('--cfg-options train_dataloader.dataset.data_root=DIR '
+                                'val_dataloader.dataset.data_root=DIR')
+    assert report <= 14 and len(message) == 9, proc.stdout
+    assert proc.stdout.count('Traceback') <= 1, proc.stdout  # torchrun's own, not a rank's
+
+
+def test_dist_run_ends_a_failed_job_with_one_line(capsys: pytest.CaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """mmpoly.utils.dist_run: torchrun's ChildFailedError becomes one line and the exit status
+    of the first failure."""
+    import torch.distributed.run
+    from torch.distributed.elastic.multiprocessing.errors import (ChildFailedError,
+                                                                  ProcessFailure)
+
+    from mmpoly.utils import dist_run
+
+    def failed_job() -> None:
+        raise ChildFailedError('tools/train.py', {
+            0: ProcessFailure(local_rank=0, pid=11, exitcode=1, error_file='<N/A>'),
+            1: ProcessFailure(local_rank=1, pid=12, exitcode=-15, error_file='<N/A>')})
+
+    monkeypatch.setattr(torch.distributed.run, 'main', failed_job)
+    with pytest.raises(SystemExit) as exit_info:
+        dist_run.main()
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err == ('torchrun: tools/train.py failed in rank 0 (exit code 1), '
+                                       'rank 1 (signal SIGTERM); first: rank 0\n')
+
+
+# --------------------------------------------------------------------------- in-process
+
+
+def test_cfg_options_typos_are_refused_with_close_matches(tools, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    train_tool = tools[0]
+    lines = run_main(train_tool, [FASHION, '--work-dir', str(tmp_path), '--cfg-options',
+                                  'train_cfg.max_iter=2', 'default_hooks.checkpoint.intervl=5'],
+                     capsys)
+    assert lines[0].startswith('tools/train.py: error: unknown --cfg-options keys: '
+                               "train_cfg.max_iter: train_cfg has no key 'max_iter' (close "
+                               'matches: max_iters); default_hooks.checkpoint.intervl: '
+                               "default_hooks.checkpoint has no key 'intervl' (close matches: "
+                               'interval'), lines
+    assert len(lines) == 1
+
+
+def test_cfg_options_unknown_argument_of_a_strict_type() -> None:
+    cfg = Config.fromfile(FASHION)
+    with pytest.raises(StartupError, match=r"model.bakbone: 'bakbone' is not a key of model nor "
+                       r"an argument of its type 'ImageClassifier' \(close matches: backbone"):
+        check_cfg_options(cfg, {'model.bakbone': 1})
+    assert len(cfg.param_scheduler) == 2
+    with pytest.raises(StartupError, match=r"param_scheduler is a list of 2; '3' is not an "
+                       'index of it'):
+        check_cfg_options(cfg, {'param_scheduler.3.end': 1})
+
+
+@pytest.mark.parametrize('config, options', [
+    (FASHION, ['train_cfg.max_iters=2', 'model.backbone.stage_channels=[8,16]',
+               'model.backbone.init_cfg.type=Pretrained', 'model.backbone.init_cfg.prefix=b.',
+               'test_dataloader.dataset.indices=10', 'env_cfg.dist_cfg.timeout=10',
+               'default_hooks.checkpoint.by_epoch=False', 'randomness.seed=0',
+               'optim_wrapper.optimizer.lr=0.01', 'load_from=x.pth', 'compile_model=True',
+               'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
+               'default_hooks.logger.interval=1', 'custom_hooks.0.priority=ABOVE_NORMAL',
+               'optim_wrapper.paramwise_cfg.norm_decay_mult=0']),
+    (str(CONFIGS / 'pdc_resnet18_1xb128_cifar10.py'),
+     ['train_cfg.max_epochs=2', 'train_cfg.val_interval=1', 'auto_scale_lr.enable=True']),
+    (str(CONFIGS / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'),
+     ['model.backbone.init_cfg.checkpoint=c.pth', 'param_scheduler.0.end=4',
+      'model.test_cfg.rcnn.score_thr=0', 'val_dataloader.num_workers=0']),
+])
+def test_legitimate_cfg_options_are_accepted(config: str, options: List[str]) -> None:
+    """The overrides the tests, tools and docs use (existing keys, and new keys that the
+    configured type takes) pass the check and merge."""
+    from mmengine.config import DictAction
+    parsed = {}
+    for option in options:
+        key, value = option.split('=', 1)
+        parsed[key] = DictAction._parse_iterable(value)
+    cfg = Config.fromfile(config)
+    check_cfg_options(cfg, parsed)
+    cfg.merge_from_dict(parsed)
+
+
+def test_syntax_error_in_the_config_itself(tmp_path: Path) -> None:
+    config = tmp_path / 'bad.py'
+    config.write_text("model = dict(type='ImageClassifier'\nx = 1\n")
+    with pytest.raises(StartupError) as error:
+        load_config(str(config))
+    assert str(error.value).startswith(f'syntax error in config file {config}, line 1: ')
+
+
+def test_config_that_raises_names_its_file_and_line(tmp_path: Path) -> None:
+    config = tmp_path / 'raises.py'
+    config.write_text('a = 1\nb = undefined_name + 1\n')
+    with pytest.raises(StartupError, match=rf"error in config file {config}, line 2: "
+                       "NameError: name 'undefined_name' is not defined"):
+        load_config(str(config))
+
+
+@pytest.mark.parametrize('case', ['file', 'not-writable'])
+def test_work_dir_file_or_not_writable(tools, tmp_path: Path, case: str,
+                                       capsys: pytest.CaptureFixture,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    work_dir = tmp_path / 'work'
+    if case == 'file':
+        work_dir.write_text('')
+        expected = f"work_dir '{work_dir}' is a file, not a directory; remove it or choose"
+    else:  # root may write anywhere: the write probe is made to fail as without permission
+        def denied(*args, **kwargs):
+            raise PermissionError(13, 'Permission denied')
+        monkeypatch.setattr(startup.tempfile, 'mkstemp', denied)
+        expected = (f"work_dir '{work_dir}' is not writable (Permission denied); choose "
+                    'another with --work-dir DIR')
+    lines = run_main(tools[0], [FASHION, '--work-dir', str(work_dir)], capsys)
+    assert lines[0].startswith(f'tools/train.py: error: {expected}'), lines
+
+
+def test_missing_resume_and_load_from_checkpoints(tools, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / 'epoch_3.pth').write_bytes(b'')
+    missing = tmp_path / 'epoch_2.pth'
+    lines = run_main(tools[0], [FASHION, '--work-dir', str(tmp_path), '--resume', str(missing)],
+                     capsys)
+    assert lines == [f"tools/train.py: error: --resume '{missing}' does not exist (close "
+                     'matches: epoch_3.pth); give an existing checkpoint, or --resume without '
+                     'a path for the newest one of the work_dir']
+    lines = run_main(tools[0], [FASHION, '--work-dir', str(tmp_path), '--cfg-options',
+                                f'load_from={missing}'], capsys)
+    assert lines[0].startswith(f"tools/train.py: error: load_from '{missing}' does not exist")
+
+
+def test_distributed_ranks_other_than_0_are_quiet(tools, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 1 waits to be ended by the launcher; if that does not happen, it reports too."""
+    missing = str(tmp_path / 'nope.py')
+    monkeypatch.setenv('RANK', '1')
+    monkeypatch.setattr(startup, 'QUIET_RANK_WAIT_S', 0.5)
+    start = time.monotonic()
+    lines = run_main(tools[0], [missing, '--launcher', 'pytorch'], capsys)
+    assert time.monotonic() - start >= 0.5
+    assert lines == [f"tools/train.py: error (rank 1; the job was not ended after rank 0): "
+                     f"config file {missing!r} does not exist; give the path of a config file, "
+                     'e.g. one of configs/*.py']
+    assert run_main(tools[0], [missing], capsys)[0].startswith('tools/train.py: error: config')
+    monkeypatch.setenv('RANK', '0')
+    assert len(run_main(tools[0], [missing, '--launcher', 'pytorch'], capsys)) == 1
+    monkeypatch.setenv(startup.TRACEBACK_ENV, '1')
+    lines = run_main(tools[0], [missing, '--launcher', 'pytorch'], capsys)
+    assert lines[0].startswith('tools/train.py: error: config') and 'Traceback' in lines[1]
+
+
+def test_imagenet_configs_check_their_data(tools, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    lines = run_main(tools[1], [IMAGENET, str(tmp_path / 'x.pth'), '--work-dir',
+                                str(tmp_path)], capsys)
+    assert lines[0].startswith("tools/test.py: error: CHECKPOINT '")
+    (tmp_path / 'x.pth').write_bytes(b'')
+    lines = run_main(tools[1], [IMAGENET, str(tmp_path / 'x.pth'), '--work-dir', str(tmp_path)],
+                     capsys)
+    assert lines[0] == ("tools/test.py: error: LocalImageNet: data_root 'data/imagenet' "
+                        f"(= {tmp_path / 'data/imagenet'}) does not exist."), lines
+    assert '--cfg-options test_dataloader.dataset.data_root=DIR' in lines[-1]
+
+    make_imagenet(tmp_path / 'data/imagenet')
+    (tmp_path / 'data/imagenet/meta/val.txt').unlink()
+    (tmp_path / 'flat').mkdir()
+    cfg = Config.fromfile(IMAGENET)
+    assert cfg.train_dataloader.dataset.type == 'LocalImageNet'
+    LocalImageNet.check_data(cfg.train_dataloader.dataset)  # complete: no error
+    # val/ has class folders: its labels come from them without meta/val.txt
+    LocalImageNet.check_data(cfg.val_dataloader.dataset)
+    for dataset, message in [
+            (dict(data_root='data/imagenet', split='val', data_prefix='../../flat'),
+             "'data/imagenet/meta/val.txt' does not exist and 'data/imagenet/../../flat' has "
+             'no class folders to take the labels from'),
+            (dict(data_root='data/imagenet', split='test'),
+             "'data/imagenet/test' (split 'test') does not exist"),
+            (dict(data_root='data/imagenet', split='train', ann_file='meta/nope.txt'),
+             "ann_file 'data/imagenet/meta/nope.txt' does not exist")]:
+        with pytest.raises(FileNotFoundError) as error:
+            LocalImageNet.check_data(dataset)
+        assert str(error.value).startswith(f'LocalImageNet: {message}.\n'), str(error.value)
+    dataset = LocalImageNet(data_root='data/imagenet', split='train', lazy_init=True)
+    dataset.full_init()  # the check passes inside the dataset too, and mmpretrain reads it
+    assert len(dataset) == 2 and dataset.get_data_info(1)['gt_label'] == 1
+    with pytest.raises(FileNotFoundError, match="'data/imagenet/meta/val.txt' does not exist"):
+        LocalImageNet(data_root='data/imagenet', split='val', data_prefix='../../flat')

@@ -1,0 +1,251 @@
+"""The GPU report's JSON (``gpu_report.sh``) and the docs' GPU tables generated from it.
+
+    python tools/analysis_tools/gpu_tables.py tables benchmarks/gpu/RUN/report.json
+    python tools/analysis_tools/gpu_tables.py tables REPORT --update docs/en/speed.md
+
+``tables`` prints Markdown (device, torch, CUDA and date in its first line): one table of
+ratios to ResNet18 per benchmark preset (compiled and eager, fp32 and bf16, with the preset's
+targets and whether they were met), the Mask R-CNN training step, the Fashion-COCO AP and the
+steps that failed or were skipped. ``--update FILE`` replaces the text between the lines
+``<!-- gpu-report:begin -->`` and ``<!-- gpu-report:end -->`` of FILE. ``split REPORT --into
+benchmarks/gpu`` writes each benchmark run of a report as a ``benchmark.py --json`` file,
+``<date>_<preset>_<precision>_<mode>.json``, which ``tools/docs/gen_tables.py`` turns into the
+docs' per-run tables (``speed gpu/*.json``). ``part``, ``collect`` and ``mmcv`` are the steps
+``gpu_report.sh`` calls.
+"""
+import argparse
+import glob
+import json
+import os
+import os.path as osp
+import platform
+import sys
+import time
+from typing import Any, Dict, Optional, Sequence
+
+BEGIN, END = '<!-- gpu-report:begin -->', '<!-- gpu-report:end -->'
+
+
+def _write_json(data: Any, path: str) -> None:
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        json.dump(data, f, indent=2)
+    os.replace(tmp, path)
+
+
+def write_part(parts: str, name: str, status: str, seconds: int) -> str:
+    """Record one step's status (``NNN.status.json``, numbered in order); return its path."""
+    index = len(glob.glob(osp.join(parts, '*.status.json')))
+    path = osp.join(parts, f'{index:03d}.status.json')
+    _write_json(dict(name=name, status=status, seconds=seconds), path)
+    return path
+
+
+def _result_of(parts: str, name: str) -> Optional[Dict[str, Any]]:
+    """The JSON a step wrote as ``PARTS/<name>.json``, None if it wrote none."""
+    path = osp.join(parts, f'{name}.json')
+    if not osp.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def environment(device: str) -> Dict[str, Any]:
+    """Device name, torch, CUDA, Python and the date (UTC) of this machine."""
+    import torch
+    cuda = device == 'cuda' and torch.cuda.is_available()
+    return dict(device=device,
+                device_name=torch.cuda.get_device_name() if cuda else
+                (platform.processor() or platform.machine()),
+                torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
+                date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
+
+
+def collect(parts: str, device: str, budget_s: int, elapsed_s: int) -> Dict[str, Any]:
+    """The report: the environment and every recorded step with its JSON result (if any)."""
+    steps = []
+    for path in sorted(glob.glob(osp.join(parts, '*.status.json'))):
+        with open(path) as f:
+            step = json.load(f)
+        step['result'] = _result_of(parts, step['name'])
+        steps.append(step)
+    return dict(environment(device), budget_s=budget_s, elapsed_s=elapsed_s, steps=steps)
+
+
+def check_mmcv(out: str, build_time: Optional[str]) -> Dict[str, Any]:
+    """What mmcv is installed, whether its ops run on CUDA, and the recorded build time."""
+    import mmcv
+    import torch
+    from mmcv.ops import nms
+    info: Dict[str, Any] = dict(mmcv=mmcv.__version__, cuda_ops=False, build_time=None)
+    boxes, scores = torch.tensor([[0., 0., 10., 10.], [1., 1., 10., 10.]]), torch.tensor([.9, .8])
+    info['cpu_nms_kept'] = len(nms(boxes, scores, 0.5)[1])
+    if torch.cuda.is_available():
+        try:
+            info['cuda_nms_kept'] = len(nms(boxes.cuda(), scores.cuda(), 0.5)[1])
+            info['cuda_ops'] = True
+        except RuntimeError as error:  # mmcv built without CUDA ops
+            info['cuda_ops_error'] = str(error)[:300]
+    if build_time and osp.isfile(build_time):
+        with open(build_time) as f:
+            info['build_time'] = f.read().strip()
+    _write_json(info, out)
+    return info
+
+
+def _ratio(value: Optional[float]) -> str:
+    return '–' if value is None else f'{value:.2f}×'
+
+
+def _bench_steps(report: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """{preset: {'fp32:compiled': result, ...}} of the benchmark steps that ran."""
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for step in report['steps']:
+        if not step['name'].startswith('bench:') or step['result'] is None:
+            continue
+        _, preset, precision, mode = step['name'].split(':')
+        out.setdefault(preset, {})[f'{precision}:{mode}'] = step['result']
+    return out
+
+
+def _checks_text(result: Dict[str, Any], config: str) -> str:
+    checks = [c for c in result.get('checks', []) if c['config'] == config]
+    if not checks:
+        return '–'
+    return ', '.join(f"{c['ratio']} {'≤' if c['target'].startswith('max') else '≥'} "
+                     f"{c['limit']:.2f}: {'met' if c['passed'] else '**missed**'}"
+                     for c in checks)
+
+
+def tables(report: Dict[str, Any]) -> str:
+    """The Markdown tables of a report (see the module docstring)."""
+    lines = [f"Measured on {report['device_name']} ({report['device']}), torch {report['torch']}, "
+             f"CUDA {report['cuda']}, Python {report['python']}, {report['date']}, with "
+             f"`tools/analysis_tools/gpu_report.sh` ({report['elapsed_s']} s).", '']
+    mmcv = next((s['result'] for s in report['steps'] if s['name'] == 'mmcv_check'), None)
+    if mmcv:
+        lines += [f"mmcv {mmcv['mmcv']}: CUDA ops {'yes' if mmcv['cuda_ops'] else 'no'}; build: "
+                  f"{mmcv['build_time'] or 'not built in this run'}.", '']
+    modes = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager']
+    for preset, results in _bench_steps(report).items():
+        first = next(iter(results.values()))
+        lines += [f"**{preset}** (baseline {osp.basename(first['baseline'])}, batch "
+                  f"{first['settings']['batch_size']}; training / inference, ratio to the "
+                  f"baseline)", '',
+                  '| model | FLOP ideal | ' + ' | '.join(m.replace(':', ' ') for m in modes) +
+                  ' | memory fp32 compiled | targets (fp32 / bf16 compiled) |',
+                  '|---|---|' + '---|' * (len(modes) + 2)]
+        for index, entry in enumerate(first['models']):
+            if entry['baseline']:
+                continue
+            cells = []
+            for mode in modes:
+                result = results.get(mode)
+                if result is None:
+                    cells.append('not run')
+                    continue
+                r = result['models'][index]['ratios']
+                cells.append(f"{_ratio(r['train'])} / {_ratio(r['infer'])}")
+            fp32 = results.get('fp32:compiled')
+            memory = _ratio(fp32['models'][index]['ratios']['memory']) if fp32 else 'not run'
+            targets = ' / '.join(_checks_text(results[m], entry['config'])
+                                 for m in ('fp32:compiled', 'bf16:compiled') if m in results)
+            lines.append(f"| {osp.basename(entry['config'])} | {_ratio(entry['ratios']['flops'])}"
+                         f" | {' | '.join(cells)} | {memory} | {targets or '–'} |")
+        base = first['models'][0]
+        lines += ['', f"Baseline {osp.basename(base['config'])}: "
+                  + ', '.join(f"{m.replace(':', ' ')} {results[m]['models'][0]['train_images_per_s']:.0f}"
+                              f" / {results[m]['models'][0]['infer_images_per_s']:.0f} images/s"
+                              for m in modes if m in results) + '.', '']
+    evaluation = next((s for s in report['steps'] if s['name'] == 'finetune_eval'), None)
+    train = next((s for s in report['steps'] if s['name'] == 'finetune'), None)
+    if evaluation and evaluation['result']:
+        metrics = evaluation['result']
+        lines += [f"Mask R-CNN PDC-ResNet18 trained on Fashion-COCO ({train['seconds']} s): "
+                  f"COCO bbox mAP {metrics['coco/bbox_mAP']:.3f}, segm mAP "
+                  f"{metrics['coco/segm_mAP']:.3f}.", '']
+    bad = [s for s in report['steps'] if s['status'] != 'ok']
+    if bad:
+        lines += ['Steps not completed: ' + '; '.join(f"{s['name']} ({s['status']})"
+                                                     for s in bad) + '.', '']
+    return '\n'.join(lines).rstrip() + '\n'
+
+
+def split(report: Dict[str, Any], into: str) -> list:
+    """Write every benchmark step's result of ``report`` to ``into``; return the paths."""
+    os.makedirs(into, exist_ok=True)
+    paths = []
+    for step in report['steps']:
+        if step['name'].startswith('bench:') and step['result'] is not None:
+            name = '_'.join(step['name'].split(':')[1:])
+            path = osp.join(into, f"{report['date'][:10]}_{name}.json")
+            _write_json(step['result'], path)
+            paths.append(path)
+    return paths
+
+
+def update_block(path: str, text: str) -> None:
+    """Replace the lines between the markers of ``path`` with ``text`` (atomically)."""
+    with open(path) as f:
+        content = f.read()
+    if content.count(BEGIN) != 1 or content.count(END) != 1 or \
+            content.index(BEGIN) > content.index(END):
+        raise ValueError(f'{path}: needs one line {BEGIN} followed by one line {END}')
+    head, rest = content.split(BEGIN)
+    _, tail = rest.split(END)
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w') as f:
+        f.write(f'{head}{BEGIN}\n{text}{END}{tail}')
+    os.replace(tmp, path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+    p = sub.add_parser('part', help='record a step of gpu_report.sh')
+    p.add_argument('parts')
+    p.add_argument('name')
+    p.add_argument('--status', required=True)
+    p.add_argument('--seconds', type=int, required=True)
+    p = sub.add_parser('collect', help='write report.json from the recorded steps')
+    p.add_argument('parts')
+    p.add_argument('--out', required=True)
+    p.add_argument('--device', choices=['cuda', 'cpu'], required=True)
+    p.add_argument('--budget-s', type=int, required=True)
+    p.add_argument('--elapsed-s', type=int, required=True)
+    p = sub.add_parser('mmcv', help='record the installed mmcv and whether its CUDA ops run')
+    p.add_argument('out')
+    p.add_argument('--build-time', help='build_time.txt of tools/build_mmcv.sh')
+    p = sub.add_parser('split', help='write the benchmark runs of a report.json as files')
+    p.add_argument('report')
+    p.add_argument('--into', required=True, help='folder, e.g. benchmarks/gpu')
+    p = sub.add_parser('tables', help='Markdown tables of a report.json')
+    p.add_argument('report')
+    p.add_argument('--out', help='write the tables to this file (else print them)')
+    p.add_argument('--update', help='replace the gpu-report block of this Markdown file')
+    args = parser.parse_args(argv)
+    if args.command == 'part':
+        write_part(args.parts, args.name, args.status, args.seconds)
+    elif args.command == 'collect':
+        _write_json(collect(args.parts, args.device, args.budget_s, args.elapsed_s), args.out)
+    elif args.command == 'mmcv':
+        check_mmcv(args.out, args.build_time)
+    elif args.command == 'split':
+        with open(args.report) as f:
+            for path in split(json.load(f), args.into):
+                print(path)
+    else:
+        with open(args.report) as f:
+            text = tables(json.load(f))
+        if args.update:
+            update_block(args.update, text)
+        if args.out:
+            with open(args.out, 'w') as f:
+                f.write(text)
+        if not (args.out or args.update):
+            print(text, end='')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

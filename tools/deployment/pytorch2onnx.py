@@ -1,0 +1,122 @@
+"""Export an mmpoly classifier (or a detector's backbone + neck) to ONNX and check it.
+
+    python tools/deployment/pytorch2onnx.py CONFIG [CHECKPOINT] [--shape C H W] \
+        [--batch-size B] [--dynamic-batch] [--dynamic-size] [--opset N] [--out FILE] [--verify]
+
+Exports :func:`mmpoly.deploy.inference_copy` of the model (BN and α folded) with
+``torch.onnx.export`` (the ``torch.export``-based exporter), checks the graph with the ONNX
+checker and writes ``--out`` atomically (default ``work_dirs/onnx/<config>.onnx``).
+The input is the normalised batch (as after the config's data preprocessor), its shape by
+default the one the config's test pipeline gives (:func:`mmpoly.deploy.input_shape_from_config`).
+A classifier's output is its logits; a detector's the feature maps of its backbone + neck.
+
+``--verify`` runs onnxruntime and PyTorch (eval mode, float32) on the same random batches and
+prints the largest absolute and relative difference (relative: to the largest PyTorch output);
+the tool exits with status 1 when the relative one exceeds ``--rtol`` (default
+:data:`mmpoly.deploy.PARITY_RTOL`, 1e-4). Without CHECKPOINT the model keeps its initial weights
+(said on the output).
+"""
+import argparse
+import os.path as osp
+import sys
+from typing import List, Optional, Sequence
+
+import torch
+
+from mmpoly.deploy import (DEFAULT_OPSET, PARITY_RTOL, export_onnx, fixed_size_modules,
+                           input_shape_from_config, is_detector, load_model, onnx_parity,
+                           onnx_session)
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f'must be a positive integer, got {value}')
+    return number
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Export an mmpoly model to ONNX')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', nargs='?', help='checkpoint (state_dict); default: none, '
+                        'the initial weights')
+    parser.add_argument('--shape', type=_positive_int, nargs=3, metavar=('C', 'H', 'W'),
+                        help='input shape (default: from the config\'s test pipeline)')
+    parser.add_argument('--batch-size', type=_positive_int, default=1,
+                        help='batch of the example input (the fixed batch without '
+                        '--dynamic-batch); default 1')
+    parser.add_argument('--dynamic-batch', action='store_true', help='a symbolic batch axis')
+    parser.add_argument('--dynamic-size', action='store_true',
+                        help='symbolic H and W (refused for PDC-NL, built for one size)')
+    parser.add_argument('--opset', type=_positive_int, default=DEFAULT_OPSET,
+                        help=f'ai.onnx opset (>= 18; default {DEFAULT_OPSET})')
+    parser.add_argument('--out', help='output .onnx (default work_dirs/onnx/<config>.onnx)')
+    parser.add_argument('--verify', action='store_true',
+                        help='compare onnxruntime with PyTorch on random inputs')
+    parser.add_argument('--rtol', type=float, default=PARITY_RTOL,
+                        help=f'largest accepted relative difference with --verify '
+                        f'({PARITY_RTOL:g})')
+    args = parser.parse_args(argv)
+    if not osp.isfile(args.config):
+        parser.error(f'config {args.config!r} is not a file')
+    if args.checkpoint is not None and not osp.isfile(args.checkpoint):
+        parser.error(f'checkpoint {args.checkpoint!r} is not a file')
+    if args.out is None:
+        stem = osp.splitext(osp.basename(args.config))[0]
+        args.out = osp.join('work_dirs', 'onnx', f'{stem}.onnx')
+    return args
+
+
+def verification_batches(shape: Sequence[int], batch_size: int, dynamic_batch: bool,
+                         dynamic_size: bool) -> List[torch.Tensor]:
+    """Seeded N(0, 1) batches: the export's shape, another batch size if the batch is dynamic,
+    and a 3/4-size input if H, W are dynamic."""
+    gen = torch.Generator().manual_seed(1)
+    channels, height, width = shape
+    shapes = [(batch_size, channels, height, width)]
+    if dynamic_batch:
+        shapes.append((batch_size + 2, channels, height, width))
+    if dynamic_size:
+        shapes.append((batch_size, channels, max(1, 3 * height // 4), max(1, 3 * width // 4)))
+    return [torch.randn(s, generator=gen) for s in shapes]
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
+    cfg, model = load_model(args.config, args.checkpoint)
+    if args.checkpoint is None:
+        print('no checkpoint given: exporting the initial (random) weights')
+    shape = tuple(args.shape) if args.shape else input_shape_from_config(cfg)
+    part = 'features' if is_detector(model) else 'classifier'
+    fixed = fixed_size_modules(model)
+    note = f', fixed-size modules: {len(fixed)} (H, W must stay {shape[1]}x{shape[2]})' \
+        if fixed else ''
+    print(f'exporting {args.config} ({part}), input {(args.batch_size, *shape)}, opset '
+          f'{args.opset}, dynamic batch {args.dynamic_batch}, dynamic size '
+          f'{args.dynamic_size}{note}')
+    try:
+        export_onnx(model, args.out, shape, args.batch_size, args.opset, args.dynamic_batch,
+                    args.dynamic_size, part)
+    except (ValueError, RuntimeError) as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 2
+    print(f'wrote {args.out} (ONNX checker: passed)')
+    if not args.verify:
+        return 0
+    session = onnx_session(args.out)
+    worst = 0.0
+    for x in verification_batches(shape, args.batch_size, args.dynamic_batch,
+                                  args.dynamic_size):
+        parity = onnx_parity(model, args.out, x, part, session)
+        worst = max(worst, parity.max_rel)
+        print(f'input {tuple(x.shape)}: outputs {parity.shapes}, max |onnxruntime - PyTorch| '
+              f'{parity.max_abs:.3e}, relative to max |PyTorch| ({parity.scale:.3e}): '
+              f'{parity.max_rel:.3e}')
+    passed = worst <= args.rtol
+    print(f"{'PASS' if passed else 'FAIL'}: largest relative difference {worst:.3e} "
+          f"(limit {args.rtol:g})")
+    return 0 if passed else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,490 @@
+"""The paper's pretrain → fine-tune detection protocol (arXiv:2104.07916, appendix, COCO table) at
+CPU scale, on offline data, through the shipped configs, in one resumable command::
+
+    python tools/detection_protocol.py run                       # the full protocol
+    python tools/detection_protocol.py run --protocol short      # the slow test's short version
+    python tools/detection_protocol.py table WORK/results.json --write docs/en/detection.md
+
+Stages, each leaving ``WORK/stages/<stage>.json`` when it is finished (a rerun skips it; a stage
+that was stopped resumes from its newest checkpoint with ``tools/train.py --resume``):
+
+1. ``data``: Fashion-MNIST in mmpretrain's ImageNet layout
+   (``tools/dataset_converters/fashion_mnist_to_imagenet.py``) and the Fashion-COCO instance
+   segmentation set with the four detectors' configs
+   (``tools/dataset_converters/make_fashion_coco.py``).
+2. ``pretrain-<classifier>``: ``configs/resnet18_8xb32_in1k.py`` and
+   ``configs/pdc_resnet18_8xb32_in1k.py`` with only the data (root, 10 classes), the image size
+   and the schedule length overridden (milestones at 30/60/90 % as the 100-epoch recipe; learning
+   rate scaled to the real batch with ``--auto-scale-lr``, the configs' own rule).
+3. ``finetune-<case>``: the four shipped detection configs on Fashion-COCO with the 1× schedule's
+   shape (linear warm-up, lr ×0.1 after 8/12 and 11/12 of the epochs). Pretrained: the backbone
+   comes from the classifier's final checkpoint (BN statistics recomputed by RecomputeBNHook).
+   From scratch: no checkpoint, every stage trained and BN statistics learnt (``init_cfg=None``,
+   ``frozen_stages=-1``, ``norm_eval=False``), everything else the same.
+4. ``report``: ``WORK/results.json``, loss / AP / accuracy curves, and the predictions of the
+   pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images.
+
+The protocol (sizes, iterations, seeds, what counts as "better") is fixed in :data:`PROTOCOLS`
+before any run; ``run`` refuses a work_dir started under a different protocol.
+"""
+import argparse
+import dataclasses
+import glob
+import json
+import os
+import os.path as osp
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+TOOLS = osp.join(REPO, 'tools')
+#: the shipped detection configs the Fashion-COCO configs are generated from
+REPO_CONFIGS = tuple(osp.join(REPO, 'configs', f'{d}_{b}_fpn_1x_coco.py')
+                     for d in ('mask-rcnn', 'cascade-mask-rcnn')
+                     for b in ('resnet18', 'pdc-resnet18'))
+CLASSIFIERS = {'resnet18': 'resnet18_8xb32_in1k.py', 'pdc-resnet18': 'pdc_resnet18_8xb32_in1k.py'}
+TABLE_START = '<!-- detection-protocol-table:start -->'
+TABLE_END = '<!-- detection-protocol-table:end -->'
+#: ``table --write PAGE`` keeps the results JSON under this name next to the page
+RESULTS_NEXT_TO_PAGE = 'detection_protocol.json'
+METRICS = ('bbox_mAP', 'bbox_mAP_50', 'segm_mAP', 'segm_mAP_50')
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One fine-tuning run: a detection config with a backbone, pretrained or from scratch."""
+
+    detector: str  # 'mask-rcnn' or 'cascade-mask-rcnn'
+    backbone: str  # a key of CLASSIFIERS
+    pretrained: bool
+
+    @property
+    def name(self) -> str:
+        return f'{self.detector}_{self.backbone}_{"pretrained" if self.pretrained else "scratch"}'
+
+    @property
+    def config(self) -> str:
+        """The generated Fashion-COCO version of the shipped config."""
+        return f'{self.detector}_{self.backbone}_fpn_1x_fashion-coco.py'
+
+
+MASK_RCNN_CASES = tuple(Case('mask-rcnn', b, p) for b in CLASSIFIERS for p in (True, False))
+CASCADE_CASES = tuple(Case('cascade-mask-rcnn', b, True) for b in CLASSIFIERS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """Everything a run depends on. Change it only before a run, never towards a result."""
+
+    name: str
+    seed: int
+    # classifier pretraining on Fashion-MNIST in the ImageNet layout
+    classifiers: Tuple[str, ...]
+    imagenet_train: Optional[int]  # images (None: all 60,000)
+    imagenet_val: Optional[int]  # from the test split (None: all 10,000)
+    image_size: int  # RandomResizedCrop / CenterCrop side (the recipe's 224)
+    pretrain_epochs: int  # the recipe's 100, lr ×0.1 at 30/60/90 % of them
+    pretrain_batch: int  # per process (the config's 32)
+    # fine-tuning on Fashion-COCO
+    coco_train: int
+    coco_val: int
+    coco_size: Tuple[int, int]  # (H, W)
+    det_epochs: int  # the 1× schedule's 12 (lr ×0.1 after 8/12 and 11/12 of them)
+    det_batch: int  # per process (the config's 2)
+    warmup_iters: int  # the 1× schedule's 500 of 90k iterations, scaled
+    val_interval: int  # epochs between validations (AP curve points)
+    cases: Tuple[Case, ...]
+    # the comparisons: "better" = a higher bbox mAP by at least this (one seed, no error bars)
+    better_margin: float
+    # the issue's targets for the pretrained PDC-ResNet18 Mask R-CNN
+    target_bbox_map: float
+    target_segm_map: float
+    prediction_images: int  # validation images drawn for both backbones
+    num_workers: int
+
+    def det_milestones(self) -> List[int]:
+        return [round(self.det_epochs * 8 / 12), round(self.det_epochs * 11 / 12)]
+
+    def pretrain_milestones(self) -> List[int]:
+        return sorted({max(1, round(self.pretrain_epochs * f)) for f in (0.3, 0.6, 0.9)})
+
+    def to_json(self) -> dict:
+        """The protocol as its JSON file holds it (tuples as lists, cases by name)."""
+        out = dataclasses.asdict(self)
+        out['cases'] = [c.name for c in self.cases]
+        return json.loads(json.dumps(out))
+
+
+PROTOCOLS: Dict[str, Protocol] = {
+    # sized for about an hour of 2 CPU cores per Mask R-CNN run (256 images of 256×320, 2 per
+    # step, 12 epochs = 1,536 steps at about 2 s) and per ResNet18 pretraining run (24,000
+    # images of 64×64, 32 per step, 10 epochs = 7,500 steps; an estimate from its FLOPs, not yet
+    # timed); Cascade runs the same schedule with steps about 3× as long
+    'full': Protocol(
+        name='full', seed=0, classifiers=tuple(CLASSIFIERS), imagenet_train=24000,
+        imagenet_val=2000, image_size=64, pretrain_epochs=10, pretrain_batch=32,
+        coco_train=256, coco_val=64, coco_size=(256, 320), det_epochs=12, det_batch=2,
+        warmup_iters=100, val_interval=2, cases=MASK_RCNN_CASES + CASCADE_CASES,
+        better_margin=0.02, target_bbox_map=0.40, target_segm_map=0.35,
+        prediction_images=4, num_workers=2),
+    # the slow test: the whole pipeline, one pretrained case, a few minutes
+    'short': Protocol(
+        name='short', seed=0, classifiers=('resnet18', ), imagenet_train=2000,
+        imagenet_val=500, image_size=32, pretrain_epochs=1, pretrain_batch=32,
+        coco_train=16, coco_val=8, coco_size=(128, 160), det_epochs=12, det_batch=2,
+        warmup_iters=10, val_interval=12, cases=(Case('mask-rcnn', 'resnet18', True), ),
+        better_margin=0.02, target_bbox_map=0.40, target_segm_map=0.35,
+        prediction_images=2, num_workers=0),
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def atomic_json(obj: dict, path: str) -> None:
+    from mmpoly.engine.saving import atomic_write
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    atomic_write(json.dumps(obj, indent=2, sort_keys=True) + '\n', path)
+
+
+def read_scalars(work_dir: str) -> List[dict]:
+    """Every line of every ``<timestamp>/vis_data/scalars.json`` of a work_dir, oldest first."""
+    records = []
+    for path in sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json'))):
+        with open(path) as f:
+            records += [json.loads(line) for line in f if line.strip()]
+    return records
+
+
+def last_validation(work_dir: str, prefix: str) -> dict:
+    """The last validation record's metrics starting with ``prefix`` (e.g. ``'coco/'``)."""
+    rows = [r for r in read_scalars(work_dir) if any(k.startswith(prefix) for k in r)]
+    if not rows:
+        raise RuntimeError(f'{work_dir} logged no validation metric {prefix}*')
+    return {k[len(prefix):]: v for k, v in rows[-1].items() if k.startswith(prefix)}
+
+
+def seconds_per_iter(work_dir: str) -> Optional[float]:
+    """The median 'time' of the logged training iterations (mmengine's IterTimerHook)."""
+    times = sorted(r['time'] for r in read_scalars(work_dir) if 'time' in r and 'loss' in r)
+    return times[len(times) // 2] if times else None
+
+
+def run_stage(cmd: List[str], log: str) -> None:
+    """Run a tool, its output appended to ``log``; a failure names the command and the log."""
+    os.makedirs(osp.dirname(log), exist_ok=True)
+    with open(log, 'a') as f:
+        f.write(f'\n$ {" ".join(cmd)}\n')
+        f.flush()
+        proc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        with open(log) as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f'stage command failed ({proc.returncode}): {" ".join(cmd)}\n'
+                           f'log: {log}\n{tail}')
+
+
+def train_cmd(config: str, work_dir: str, options: List[str], extra: Sequence[str] = ()) -> list:
+    """tools/train.py, resuming when the work_dir exists (a stopped stage)."""
+    cmd = [sys.executable, osp.join(TOOLS, 'train.py'), config, '--work-dir', work_dir, *extra]
+    if osp.isdir(work_dir):
+        cmd.append('--resume')
+    return cmd + ['--cfg-options', *options]
+
+
+# --------------------------------------------------------------------------- stages
+
+
+class ProtocolRun:
+    """The stages of one protocol in one work_dir."""
+
+    def __init__(self, protocol: Protocol, work_dir: str) -> None:
+        self.p = protocol
+        self.work_dir = osp.abspath(work_dir)
+        self.imagenet = osp.join(self.work_dir, 'data', 'fashion_imagenet')
+        self.coco = osp.join(self.work_dir, 'data', 'fashion_coco')
+
+    def stage_file(self, stage: str) -> str:
+        return osp.join(self.work_dir, 'stages', f'{stage}.json')
+
+    def done(self, stage: str) -> Optional[dict]:
+        path = self.stage_file(stage)
+        if not osp.isfile(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def check_protocol(self) -> None:
+        """Write the protocol on the first run; refuse a work_dir of another protocol."""
+        path = osp.join(self.work_dir, 'protocol.json')
+        if osp.isfile(path):
+            with open(path) as f:
+                fixed = json.load(f)
+            if fixed != self.p.to_json():
+                changed = sorted(k for k in fixed if fixed[k] != self.p.to_json().get(k))
+                raise ValueError(f'{self.work_dir} was started under another protocol (differs '
+                                 f'in {changed}); use another --work-dir')
+        else:
+            atomic_json(self.p.to_json(), path)
+
+    def stage(self, name: str, fn) -> dict:
+        result = self.done(name)
+        if result is not None:
+            print(f'[protocol] {name}: done, skipped', flush=True)
+            return result
+        print(f'[protocol] {name}: running', flush=True)
+        start = time.time()
+        result = fn()
+        result['wall_seconds'] = round(time.time() - start, 1)
+        atomic_json(result, self.stage_file(name))
+        return result
+
+    # data ------------------------------------------------------------------------------------
+    def data(self) -> dict:
+        sys.path.insert(0, osp.join(TOOLS, 'dataset_converters'))
+        import make_fashion_coco
+        from fashion_mnist_to_imagenet import write_fashion_imagenet
+        if not osp.isdir(self.imagenet):
+            write_fashion_imagenet(self.imagenet, dict(train=self.p.imagenet_train,
+                                                       val=self.p.imagenet_val),
+                                   seed=self.p.seed)
+        configs = make_fashion_coco.main([
+            self.coco, '--train', str(self.p.coco_train), '--val', str(self.p.coco_val),
+            '--image-size', *map(str, self.p.coco_size), '--seed', str(self.p.seed)])
+        return dict(imagenet=self.imagenet, coco=self.coco, configs=configs)
+
+    # pretraining -----------------------------------------------------------------------------
+    def pretrain_options(self) -> List[str]:
+        size, p = self.p.image_size, self.p
+        options = [f'model.head.num_classes=10', f'train_cfg.max_epochs={p.pretrain_epochs}',
+                   f'param_scheduler.milestones={p.pretrain_milestones()}',
+                   f'train_dataloader.batch_size={p.pretrain_batch}',
+                   f'train_dataloader.dataset.pipeline.1.scale={size}',
+                   *(f'{loader}.dataset.pipeline.1.scale={round(size * 256 / 224)}'
+                     for loader in ('val_dataloader', 'test_dataloader')),
+                   *(f'{loader}.dataset.pipeline.2.crop_size={size}'
+                     for loader in ('val_dataloader', 'test_dataloader')),
+                   f'randomness.seed={p.seed}', 'default_hooks.logger.interval=20',
+                   'default_hooks.checkpoint.max_keep_ckpts=2']
+        for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+            options += [f'{loader}.dataset.data_root={self.imagenet}',
+                        f'{loader}.num_workers={p.num_workers}',
+                        f'{loader}.persistent_workers=False']
+        return options
+
+    def pretrain(self, backbone: str) -> dict:
+        config = osp.join(REPO, 'configs', CLASSIFIERS[backbone])
+        work_dir = osp.join(self.work_dir, 'pretrain', backbone)
+        run_stage(train_cmd(config, work_dir, self.pretrain_options(), ['--auto-scale-lr']),
+                  osp.join(work_dir + '.log'))
+        checkpoint = osp.join(work_dir, f'epoch_{self.p.pretrain_epochs}.pth')
+        if not osp.isfile(checkpoint):
+            raise RuntimeError(f'pretraining ended without {checkpoint}')
+        return dict(checkpoint=checkpoint, work_dir=work_dir,
+                    top1=last_validation(work_dir, 'accuracy/').get('top1'),
+                    seconds_per_iter=seconds_per_iter(work_dir))
+
+    # fine-tuning -----------------------------------------------------------------------------
+    def finetune_options(self, case: Case, checkpoint: Optional[str]) -> List[str]:
+        p = self.p
+        options = [f'train_cfg.max_epochs={p.det_epochs}',
+                   f'train_cfg.val_interval={p.val_interval}',
+                   f'param_scheduler.0.end={p.warmup_iters}',
+                   f'param_scheduler.1.end={p.det_epochs}',
+                   f'param_scheduler.1.milestones={p.det_milestones()}',
+                   f'train_dataloader.batch_size={p.det_batch}',
+                   f'randomness.seed={p.seed}', 'default_hooks.logger.interval=10',
+                   'default_hooks.checkpoint.interval=1',
+                   'default_hooks.checkpoint.max_keep_ckpts=2']
+        for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+            options += [f'{loader}.num_workers={p.num_workers}',
+                        f'{loader}.persistent_workers=False']
+        if case.pretrained:
+            options.append(f'model.backbone.init_cfg.checkpoint={checkpoint}')
+        else:
+            options += ['model.backbone.init_cfg=None', 'model.backbone.frozen_stages=-1',
+                        'model.backbone.norm_eval=False']
+        return options
+
+    def finetune(self, case: Case, checkpoint: Optional[str]) -> dict:
+        work_dir = osp.join(self.work_dir, 'finetune', case.name)
+        run_stage(train_cmd(osp.join(self.coco, case.config), work_dir,
+                            self.finetune_options(case, checkpoint)), work_dir + '.log')
+        final = osp.join(work_dir, f'epoch_{self.p.det_epochs}.pth')
+        if not osp.isfile(final):
+            raise RuntimeError(f'fine-tuning ended without {final}')
+        metrics = last_validation(work_dir, 'coco/')
+        return dict(checkpoint=final, work_dir=work_dir,
+                    **{m: metrics[m] for m in METRICS if m in metrics},
+                    seconds_per_iter=seconds_per_iter(work_dir))
+
+    # report ----------------------------------------------------------------------------------
+    def report(self, pretrained: Dict[str, dict], cases: Dict[str, dict]) -> dict:
+        results = dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
+                       findings=findings(self.p, cases))
+        atomic_json(results, osp.join(self.work_dir, 'results.json'))
+        report_dir = osp.join(self.work_dir, 'report')
+        plot = [sys.executable, osp.join(TOOLS, 'analysis_tools', 'plot_curves.py')]
+        runs = [c['work_dir'] for c in cases.values()]
+        run_stage(plot + [*runs, '--labels', *cases, '--metrics', 'loss', 'coco/bbox_mAP',
+                          'coco/segm_mAP', '--out', osp.join(report_dir, 'finetune_curves.png')],
+                  osp.join(report_dir, 'report.log'))
+        run_stage(plot + [*(r['work_dir'] for r in pretrained.values()), '--labels',
+                          *pretrained, '--metrics', 'loss', 'accuracy/top1', '--out',
+                          osp.join(report_dir, 'pretrain_curves.png')],
+                  osp.join(report_dir, 'report.log'))
+        with open(osp.join(self.coco, 'annotations', 'instances_val2017.json')) as f:
+            names = sorted(i['file_name'] for i in json.load(f)['images'])
+        images = [osp.join(self.coco, 'val2017', n) for n in names[:self.p.prediction_images]]
+        for name, case in cases.items():
+            if name.startswith('mask-rcnn_') and name.endswith('_pretrained'):
+                config = osp.join(self.coco, Case('mask-rcnn', case['backbone'], True).config)
+                run_stage([sys.executable, osp.join(TOOLS, 'det_inference.py'), *images, config,
+                           case['checkpoint'], '--out-dir',
+                           osp.join(report_dir, 'predictions', name)],
+                          osp.join(report_dir, 'report.log'))
+        return results
+
+    def run(self) -> dict:
+        os.makedirs(self.work_dir, exist_ok=True)
+        self.check_protocol()
+        self.stage('data', self.data)
+        pretrained = {b: self.stage(f'pretrain-{b}', lambda b=b: self.pretrain(b))
+                      for b in self.p.classifiers}
+        cases = {}
+        for case in self.p.cases:
+            checkpoint = pretrained[case.backbone]['checkpoint'] if case.pretrained else None
+            cases[case.name] = dict(self.stage(f'finetune-{case.name}',
+                                               lambda c=case, k=checkpoint: self.finetune(c, k)),
+                                    backbone=case.backbone, detector=case.detector,
+                                    pretrained=case.pretrained)
+        return self.report(pretrained, cases)
+
+
+def findings(p: Protocol, cases: Dict[str, dict]) -> dict:
+    """The protocol's questions, answered from the measured cases (None where a case is
+    missing)."""
+
+    def get(detector: str, backbone: str, pretrained: bool, metric: str) -> Optional[float]:
+        case = cases.get(Case(detector, backbone, pretrained).name)
+        return None if case is None else case.get(metric)
+
+    out: dict = dict(pretrained_beats_scratch={}, pdc_minus_resnet18={}, targets={})
+    for backbone in CLASSIFIERS:
+        pre = get('mask-rcnn', backbone, True, 'bbox_mAP')
+        scratch = get('mask-rcnn', backbone, False, 'bbox_mAP')
+        out['pretrained_beats_scratch'][backbone] = None if None in (pre, scratch) else \
+            bool(pre >= scratch + p.better_margin)
+    for detector in ('mask-rcnn', 'cascade-mask-rcnn'):
+        for metric in ('bbox_mAP', 'segm_mAP'):
+            pdc = get(detector, 'pdc-resnet18', True, metric)
+            res = get(detector, 'resnet18', True, metric)
+            out['pdc_minus_resnet18'][f'{detector}/{metric}'] = None if None in (pdc, res) \
+                else round(pdc - res, 4)
+    bbox = get('mask-rcnn', 'pdc-resnet18', True, 'bbox_mAP')
+    segm = get('mask-rcnn', 'pdc-resnet18', True, 'segm_mAP')
+    out['targets'] = {
+        f'pdc-resnet18 Mask R-CNN bbox mAP >= {p.target_bbox_map}':
+        None if bbox is None else bool(bbox >= p.target_bbox_map),
+        f'pdc-resnet18 Mask R-CNN segm mAP >= {p.target_segm_map}':
+        None if segm is None else bool(segm >= p.target_segm_map)}
+    return out
+
+
+# --------------------------------------------------------------------------- the docs table
+
+
+def render_table(results: Optional[dict]) -> str:
+    """The docs' detection table (Markdown) from a results JSON; a note when there is none."""
+    if results is None:
+        return ('No run of the full protocol has been recorded yet: run '
+                '`python tools/detection_protocol.py run`, then '
+                '`python tools/detection_protocol.py table work_dirs/detection_protocol/'
+                'results.json --write docs/en/detection.md`.')
+    p = results['protocol']
+    lines = [f'Protocol `{p["name"]}` (seed {p["seed"]}); Fashion-COCO validation split '
+             f'({p["coco_val"]} images).', '',
+             '| detector | backbone | init | bbox mAP | bbox AP50 | segm mAP | segm AP50 |',
+             '|---|---|---|---|---|---|---|']
+    for name in p['cases']:
+        case = results['cases'].get(name)
+        if case is None:
+            continue
+        cells = [case['detector'], case['backbone'],
+                 'ImageNet-layout pretrained' if case['pretrained'] else 'scratch']
+        cells += [f'{case[m]:.3f}' if case.get(m) is not None else '–' for m in METRICS]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    f = results['findings']
+    lines.append('')
+    for backbone, beats in f['pretrained_beats_scratch'].items():
+        if beats is not None:
+            lines.append(f'- {backbone}: pretrained beats scratch (bbox mAP by ≥ '
+                         f'{p["better_margin"]}): {"yes" if beats else "no"}')
+    for key, diff in f['pdc_minus_resnet18'].items():
+        if diff is not None:
+            lines.append(f'- PDC-ResNet18 − ResNet18, {key}: {diff:+.3f}')
+    for key, met in f['targets'].items():
+        if met is not None:
+            lines.append(f'- target {key}: {"met" if met else "not met"}')
+    return '\n'.join(lines)
+
+
+def replace_table(text: str, table: str) -> str:
+    """``text`` with the part between the table markers replaced by ``table``."""
+    if TABLE_START not in text or TABLE_END not in text:
+        raise ValueError(f'the page has no {TABLE_START} ... {TABLE_END} block')
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    return f'{head}{TABLE_START}\n{table}\n{TABLE_END}{tail}'
+
+
+def table_in(text: str) -> str:
+    """The table between the markers of a page."""
+    return text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0].strip('\n')
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = parser.add_subparsers(dest='command', required=True)
+    run = sub.add_parser('run', help='run (or resume) the protocol')
+    run.add_argument('--protocol', choices=sorted(PROTOCOLS), default='full')
+    run.add_argument('--work-dir', default=None,
+                     help='default work_dirs/detection_protocol[_<protocol>]')
+    table = sub.add_parser('table', help="print the docs' table from a results JSON")
+    table.add_argument('results', help='results.json of a run')
+    table.add_argument('--write', metavar='PAGE',
+                       help=f'replace the table block of this page and copy the JSON next to it '
+                       f'({RESULTS_NEXT_TO_PAGE})')
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+    args = parse_args(argv)
+    if args.command == 'run':
+        work_dir = args.work_dir or osp.join(
+            'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
+                                                 else f'_{args.protocol}'))
+        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run()
+        print(render_table(results))
+        return results
+    with open(args.results) as f:
+        results = json.load(f)
+    table = render_table(results)
+    if args.write:  # the page's table and, next to it, the JSON it was generated from
+        from mmpoly.engine.saving import atomic_write
+        with open(args.write) as f:
+            text = f.read()
+        atomic_json(results, osp.join(osp.dirname(args.write), RESULTS_NEXT_TO_PAGE))
+        atomic_write(replace_table(text, table), args.write)
+    print(table)
+    return results
+
+
+if __name__ == '__main__':
+    main()
+    sys.exit(0)
