@@ -208,3 +208,21 @@ def test_cuda_header_dirs_of_the_pip_wheels():
     expected = sorted(str(p) for base in nvidia.__path__ for p in Path(base).glob('*/include')
                       if p.is_dir())
     assert dirs == expected and all(Path(d).is_dir() for d in dirs)
+
+
+def test_cuda_home_of_a_wrapper_nvcc(tmp_path):
+    """A wrapper such as /usr/local/bin/nvcc: the toolkit is the one nvcc reports (TOP)."""
+    toolkit = tmp_path / 'cuda-13.0'
+    (toolkit / 'bin').mkdir(parents=True)
+    wrapper = tmp_path / 'wrappers' / 'nvcc'
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "#\\$ TOP={toolkit}/bin/.." >&2\n')
+    wrapper.chmod(0o755)
+    assert _bash(f'cuda_home_of {wrapper}').stdout.strip() == str(toolkit)
+    assert _bash(f'cuda_home_of {wrapper}', env={'CUDA_HOME': '/opt/cuda'}).stdout.strip() == \
+        '/opt/cuda'
+    silent = tmp_path / 'other' / 'bin' / 'nvcc'  # reports nothing: its ../
+    silent.parent.mkdir(parents=True)
+    silent.write_text('#!/bin/sh\n')
+    silent.chmod(0o755)
+    assert _bash(f'cuda_home_of {silent}').stdout.strip() == str(tmp_path / 'other')

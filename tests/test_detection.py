@@ -513,7 +513,8 @@ def test_inference_tool_draws_boxes_masks_and_labels(fashion_coco: Dict[str, Pat
     proc = run_tool([sys.executable, str(TOOLS / 'det_inference.py'), str(image),
                      str(fashion_coco[config.replace('_coco.py', '_fashion-coco.py')]),
                      str(trained_detectors[config] / 'epoch_3.pth'), '--out-dir',
-                     str(tmp_path), '--score-thr', '0'])
+                     str(tmp_path), '--score-thr', '0',
+                     '--cfg-options', 'model.test_cfg.rcnn.score_thr=0'])
     drawn = tmp_path / 'vis' / image.name
     assert f'drawn: {drawn} (' in proc.stdout
     pred = json.loads((tmp_path / 'preds' / f'{image.stem}.json').read_text())
@@ -528,7 +529,8 @@ def test_inference_tool_draws_boxes_masks_and_labels(fashion_coco: Dict[str, Pat
     proc = run_tool([sys.executable, str(TOOLS / 'det_inference.py'), str(image),
                      str(fashion_coco[config.replace('_coco.py', '_fashion-coco.py')]),
                      str(trained_detectors[config] / 'epoch_3.pth'), '--out-dir',
-                     str(tmp_path / 'none'), '--score-thr', '1'])
+                     str(tmp_path / 'none'), '--score-thr', '1',
+                     '--cfg-options', 'model.test_cfg.rcnn.score_thr=0'])
     best = max(pred['scores'])
     assert 'drawn: ' not in proc.stdout.replace('nothing drawn: ', '')
     assert f'nothing drawn: no detection scores >= --score-thr 1 (best score {best:.3g})' \

@@ -131,32 +131,3 @@ def test_converter_writes_mmpretrain_s_imagenet_layout(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError, match='exists'):
         converter.main([str(out), '--train', '5'])
     assert not [p for p in tmp_path.iterdir() if p.name.startswith('.')]  # no temporary left
-
-
-@pytest.mark.slow
-@needs_fashion_mnist
-def test_short_protocol_runs_every_stage_and_resumes(tmp_path: Path) -> None:
-    """The short protocol end to end: the results JSON holds what the runs logged, curves and
-    predictions are written; a second run skips every finished stage, and a stage whose record
-    is gone resumes from its checkpoints instead of training again."""
-    work_dir = tmp_path / 'protocol'
-    results = protocol.main(['run', '--protocol', 'short', '--work-dir', str(work_dir)])
-    name = 'mask-rcnn_resnet18_pretrained'
-    case = results['cases'][name]
-    logged = protocol.last_validation(str(work_dir / 'finetune' / name), 'coco/')
-    assert [case[m] for m in protocol.METRICS] == [logged[m] for m in protocol.METRICS]
-    assert results['pretrain']['resnet18']['top1'] == \
-        protocol.last_validation(str(work_dir / 'pretrain' / 'resnet18'), 'accuracy/')['top1']
-    assert json.loads((work_dir / 'results.json').read_text())['cases'] == results['cases']
-    report = work_dir / 'report'
-    assert (report / 'finetune_curves.png').stat().st_size > 10_000
-    drawn = sorted((report / 'predictions' / name / 'vis').iterdir())
-    assert len(drawn) == 2
-    stages = sorted(p.stem for p in (work_dir / 'stages').glob('*.json'))
-    assert stages == ['data', f'finetune-{name}', 'pretrain-resnet18']
-    (work_dir / 'stages' / f'finetune-{name}.json').unlink()
-    again = protocol.main(['run', '--protocol', 'short', '--work-dir', str(work_dir)])
-    assert [again['cases'][name][m] for m in protocol.METRICS] == \
-        [case[m] for m in protocol.METRICS]
-    log = (work_dir / 'finetune' / f'{name}.log').read_text()
-    assert log.count('--resume') == 1 and 'Auto resumed from the latest checkpoint' in log

@@ -154,3 +154,23 @@ def test_readme_is_a_front_page_linking_into_the_docs():
 def test_the_zoo_plot_in_the_docs_is_the_published_one():
     assert (REPO / 'docs/en/img/zoo_accuracy_vs_params.png').read_bytes() == \
         (REPO / 'checkpoints/fashion-mnist/accuracy_vs_params.png').read_bytes()
+
+
+def test_gen_tables_checks_and_rewrites_a_page(tmp_path, capsys):
+    page = tmp_path / 'page.md'
+    name = 'speed cpu/2026-11-26_with-cp.json'
+    page.write_text(f'# Speed\n\n<!-- BEGIN {name} -->\nstale\n<!-- END {name} -->\n\nafter\n')
+    assert gen_tables.main([str(page), '--check']) == 1
+    assert f"block '{name}' is out of date" in capsys.readouterr().out
+    assert 'stale' in page.read_text()  # --check writes nothing
+    assert gen_tables.main([str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith('# Speed\n\n') and text.endswith(f'<!-- END {name} -->\n\nafter\n')
+    assert '| 1 | PDC-comp, with_cp=True | `resnet18_1xb128_cifar10` | – | 0.58× | 0.81× | ' \
+        '1.22× / 0.31× |' in text
+    assert gen_tables.main([str(page), '--check']) == 0
+    page.write_text('# no blocks\n')
+    assert gen_tables.main([str(page)]) == 2
+    page.write_text('<!-- BEGIN nonsense -->\n<!-- END nonsense -->\n')
+    assert gen_tables.main([str(page)]) == 2
+    assert "unknown generated block 'nonsense'" in capsys.readouterr().err

@@ -114,17 +114,21 @@ def test_cpu_dry_run(tmp_path):
     report = json.loads((out / 'report.json').read_text())
     steps = {s['name']: s for s in report['steps']}
     assert list(steps) == ['mmcv_check', 'bench:gpu-in1k-pdc:fp32:compiled',
-                           'bench:gpu-in1k-pdc:bf16:eager', 'bench:mask-rcnn:bf16:compiled',
+                           'bench:gpu-in1k-pdc:bf16:eager', 'bench:mask-rcnn:fp32:compiled',
                            'fashion_coco', 'finetune', 'finetune_eval']
-    assert all(s['status'] == 'ok' for s in steps.values()), steps
     compiled = steps['bench:gpu-in1k-pdc:fp32:compiled']['result']
+    # benchmark.py exits 1 on a missed target: recorded as such, the run goes on
+    assert steps['bench:gpu-in1k-pdc:fp32:compiled']['status'] == (
+        'ok' if compiled['passed'] else 'targets missed')
+    assert all(s['status'] == 'ok' for name, s in steps.items()
+               if name != 'bench:gpu-in1k-pdc:fp32:compiled'), steps
     assert compiled['settings']['compile'] and compiled['settings']['device'] == 'cpu'
     assert compiled['settings']['compile_backend'] == 'aot_eager'
     assert [c['target'] for c in compiled['checks']] == ['min_train_ratio']  # the GPU target
     eager = steps['bench:gpu-in1k-pdc:bf16:eager']['result']
     assert not eager['settings']['compile'] and eager['settings']['amp'] == 'bfloat16'
     assert eager['checks'] == []
-    detector = steps['bench:mask-rcnn:bf16:compiled']['result']
+    detector = steps['bench:mask-rcnn:fp32:compiled']['result']
     assert [m['flops_part'] for m in detector['models']] == ['backbone', 'backbone']
     metrics = steps['finetune_eval']['result']
     assert set(metrics) >= {'coco/bbox_mAP', 'coco/segm_mAP'}

@@ -96,6 +96,18 @@ def test_mmengine_save_checkpoint_goes_through_the_atomic_backend(
                        torch.ones(3))
 
 
+def test_install_drops_cached_plain_local_backends(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LocalBackend that get_file_backend(enable_singleton=True) cached before the install
+    is not returned after it."""
+    from mmengine.fileio import LocalBackend
+    from mmengine.fileio import io as mmengine_io
+    monkeypatch.setitem(mmengine_io.backend_instances, ':{}', LocalBackend())
+    assert type(get_file_backend(str(tmp_path), enable_singleton=True)) is LocalBackend
+    install_atomic_saving()
+    assert isinstance(get_file_backend(str(tmp_path), enable_singleton=True), AtomicLocalBackend)
+
+
 def test_checkpoint_hooks_of_every_scope_are_swapped() -> None:
     cfg = Config(dict(
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1),

@@ -63,6 +63,15 @@ find_nvcc() {
     return 0
 }
 
+# The toolkit folder of an nvcc: CUDA_HOME if set, else what nvcc itself reports (its
+# TOP folder: right also for a wrapper such as /usr/local/bin/nvcc), else nvcc's ../.
+cuda_home_of() {
+    if [ -n "${CUDA_HOME:-}" ]; then echo "$CUDA_HOME"; return 0; fi
+    local top
+    top="$("$1" -dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)"
+    if [ -n "$top" ] && [ -d "$top" ]; then (cd "$top" && pwd); else dirname "$(dirname "$1")"; fi
+}
+
 # "12.4" from `nvcc --version` ("Cuda compilation tools, release 12.4, V12.4.131").
 nvcc_version() {
     "$1" --version | sed -n 's/.*release \([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' | head -n 1
@@ -200,7 +209,7 @@ build_wheel() {  # out_dir find_links_dir
                 CFLAGS="-Wsign-compare -DNDEBUG -g0 -fwrapv -O3 -Wall")
     if [ "$BUILD_MODE" = cuda ]; then
         local cuda_home headers
-        cuda_home="$(dirname "$(dirname "$NVCC")")"
+        cuda_home="$(cuda_home_of "$NVCC")"
         envs+=(FORCE_CUDA=1 TORCH_CUDA_ARCH_LIST="$ARCHS" CUDA_HOME="$cuda_home")
         # torch's headers include cusparse.h & co.; a toolkit with nvcc alone lacks them
         if [ ! -f "$cuda_home/include/cusparse.h" ]; then
@@ -294,7 +303,7 @@ main() {
     wheels="${MMPOLY_WHEELS:-$(wheel_dir "${MMPOLY_CACHE:-$HOME/.cache/mmpoly}" "$TORCH_VERSION" "$pytag")}"
     if [ "$plan_only" = 1 ]; then
         echo "mode=$BUILD_MODE torch=$TORCH_VERSION cuda=$TORCH_CUDA archs=${ARCHS:-none}" \
-            "nvcc=${NVCC:-none} std=$(cxx_std) jobs=${MAX_JOBS:-$(nproc)} wheels=$wheels"
+            "nvcc=${NVCC:-none}${NVCC:+ cuda_home=$(cuda_home_of "$NVCC")} std=$(cxx_std) jobs=${MAX_JOBS:-$(nproc)} wheels=$wheels"
         return 0
     fi
     if [ "$stack" = 1 ]; then install_stack "$find_links"; fi

@@ -15,6 +15,8 @@ import os.path as osp
 import sys
 from typing import List, Optional, Sequence
 
+from mmengine.config import Config, DictAction
+
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
@@ -25,6 +27,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--score-thr', type=float, default=0.3,
                         help='draw only detections scoring at least this (default 0.3)')
     parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction, default={},
+        help='override config settings, key=value pairs, e.g. model.test_cfg.rcnn.score_thr=0 '
+        '(the detector keeps boxes scoring at least 0.05 by default, whatever --score-thr is)')
     parser.add_argument('--palette', default='none',
                         help="box colours: 'coco', 'voc', 'citys', 'random' or 'none' (the "
                         "config's or checkpoint's)")
@@ -45,7 +51,9 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
 
     from mmpoly.utils import register_all_modules
     register_all_modules(init_default_scope=False)
-    inferencer = DetInferencer(model=args.config, weights=args.checkpoint, device=args.device,
+    config = Config.fromfile(args.config)
+    config.merge_from_dict(args.cfg_options)
+    inferencer = DetInferencer(model=config, weights=args.checkpoint, device=args.device,
                                palette=args.palette, show_progress=False)
     inferencer(args.inputs if len(args.inputs) > 1 else args.inputs[0], out_dir=args.out_dir,
                pred_score_thr=args.score_thr, no_save_pred=False)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Distributed training on one or more nodes with torchrun:
+# Distributed training on one or more nodes with torchrun (mmpoly.utils.dist_run: torchrun whose
+# report of a failed job is one line):
 #   tools/dist_train.sh CONFIG NUM_PROCESSES [train.py options]
 # Environment: NNODES (1), NODE_RANK (0), PORT (29500), MASTER_ADDR (127.0.0.1),
 # PYTHON (see below). Without CUDA the processes use gloo on the CPU.
@@ -21,7 +22,7 @@ TOOLS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$TOOLS_DIR/select_python.sh"
 
 PYTHONPATH="$TOOLS_DIR/..${PYTHONPATH:+:$PYTHONPATH}" \
-exec "$PYTHON" -m torch.distributed.run \
+exec "$PYTHON" -m mmpoly.utils.dist_run \
     --nnodes="$NNODES" \
     --node_rank="$NODE_RANK" \
     --master_addr="$MASTER_ADDR" \

@@ -23,7 +23,8 @@ from mmengine.optim import OptimWrapper
 from mmengine.registry import OPTIM_WRAPPERS
 from torch import nn
 
-__all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CompileCountHook', 'compile_count',
+__all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CompileCountHook', 'apply_compile',
+           'compile_count',
            'compile_kwargs', 'compile_model_parts', 'configure_amp', 'split_parts']
 
 #: The model attributes that are compiled when present (classifiers: backbone, neck, head;

@@ -96,7 +96,13 @@ step() {
         t0=$(date +%s)
         timeout --kill-after=10 "$left" "$@" >>"$LOG" 2>&1 || rc=$?
         local status=ok
-        [ "$rc" = 0 ] || status="failed (exit $rc$([ "$rc" = 124 ] && echo ', stopped at the budget'))"
+        if [ "$rc" = 1 ] && [ "${name%%:*}" = bench ] && [ -f "$PARTS/$name.json" ]; then
+            status='targets missed'  # benchmark.py ran and wrote its results: exit 1 = a miss
+        elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            status="failed (exit $rc, stopped at the budget)"
+        elif [ "$rc" != 0 ]; then
+            status="failed (exit $rc)"
+        fi
         say "$name: $status after $(( $(date +%s) - t0 )) s"
         "${GEN[@]}" part "$PARTS" "$name" --status "$status" --seconds "$(( $(date +%s) - t0 ))"
     fi
@@ -131,8 +137,8 @@ fi
 PRESETS=(gpu-in1k-pdc gpu-cifar-pdc-comp gpu-in1k-pdc-cmp gpu-cifar100-families)
 RUNS=(fp32:compiled bf16:compiled fp32:eager bf16:eager)  # the targets first, eager beside them
 DET_RUNS=(fp32:eager fp32:compiled bf16:eager bf16:compiled)
-if [ "$QUICK" = 1 ]; then
-    PRESETS=(gpu-in1k-pdc); RUNS=(fp32:compiled bf16:eager); DET_RUNS=(bf16:compiled)
+if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)
+    PRESETS=(gpu-in1k-pdc); RUNS=(fp32:compiled bf16:eager); DET_RUNS=(fp32:compiled)
 fi
 amp_of() { [ "${1%%:*}" = bf16 ] && echo --amp --amp-dtype bfloat16 || true; }
 for preset in "${PRESETS[@]}"; do

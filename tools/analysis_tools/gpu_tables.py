@@ -69,7 +69,12 @@ def collect(parts: str, device: str, budget_s: int, elapsed_s: int) -> Dict[str,
             step = json.load(f)
         step['result'] = _result_of(parts, step['name'])
         steps.append(step)
-    return dict(environment(device), budget_s=budget_s, elapsed_s=elapsed_s, steps=steps)
+    env_file = osp.join(parts, 'environment.json')  # once per run: importing torch is slow
+    if not osp.isfile(env_file):
+        _write_json(environment(device), env_file)
+    with open(env_file) as f:
+        env = json.load(f)
+    return dict(env, budget_s=budget_s, elapsed_s=elapsed_s, steps=steps)
 
 
 def check_mmcv(out: str, build_time: Optional[str]) -> Dict[str, Any]:
@@ -152,11 +157,10 @@ def tables(report: Dict[str, Any]) -> str:
                                  for m in ('fp32:compiled', 'bf16:compiled') if m in results)
             lines.append(f"| {osp.basename(entry['config'])} | {_ratio(entry['ratios']['flops'])}"
                          f" | {' | '.join(cells)} | {memory} | {targets or '–'} |")
-        base = first['models'][0]
-        lines += ['', f"Baseline {osp.basename(base['config'])}: "
-                  + ', '.join(f"{m.replace(':', ' ')} {results[m]['models'][0]['train_images_per_s']:.0f}"
-                              f" / {results[m]['models'][0]['infer_images_per_s']:.0f} images/s"
-                              for m in modes if m in results) + '.', '']
+        speeds = [(m.replace(':', ' '), results[m]['models'][0]) for m in modes if m in results]
+        lines += ['', f"Baseline {osp.basename(first['models'][0]['config'])}: " + ', '.join(
+            f"{mode} {base['train_images_per_s']:.4g} / {base['infer_images_per_s']:.4g} images/s"
+            for mode, base in speeds) + '.', '']
     evaluation = next((s for s in report['steps'] if s['name'] == 'finetune_eval'), None)
     train = next((s for s in report['steps'] if s['name'] == 'finetune'), None)
     if evaluation and evaluation['result']:
