@@ -303,20 +303,12 @@ def load_model(config: str, checkpoint: Optional[str] = None) -> Tuple[Any, nn.M
     """(cfg, model) of an mmpoly config file, in eval mode, with the config's data preprocessor
     (as the Runner builds it) and ``checkpoint``'s ``state_dict`` loaded strictly (None: the
     initial weights; a backbone's ``Pretrained`` init is not loaded either way)."""
-    from mmengine.config import Config
-
     from mmpoly.fileio import load_checkpoint_file
     from mmpoly.utils import register_all_modules
-    from mmpoly.utils.complexity import build_model
+    from mmpoly.utils.complexity import build_model, standalone_model_config
 
     register_all_modules(init_default_scope=False)
-    cfg = Config.fromfile(config)
-    if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
-        cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
-    backbone = cfg.model.get('backbone')
-    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
-            backbone.init_cfg.get('type') == 'Pretrained':
-        backbone.init_cfg = None
+    cfg = standalone_model_config(config)
     model = build_model(cfg)
     if checkpoint is not None:
         state = load_checkpoint_file(checkpoint)

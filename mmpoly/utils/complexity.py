@@ -1,4 +1,6 @@
-"""Parameter and FLOP counts of a config's model (used by get_flops.py and paper_table.py)."""
+"""Parameter and FLOP counts of a config's model (used by get_flops.py and paper_table.py), and
+the config as a tool that builds the model without a Runner needs it."""
+import copy
 from dataclasses import dataclass
 from math import prod
 from typing import Any, List, Optional, Tuple
@@ -12,6 +14,19 @@ from mmengine.registry import DefaultScope
 from torch import nn
 
 from mmpoly.registry import MODELS
+
+
+def standalone_model_config(path: str) -> Config:
+    """The config at ``path`` with its data preprocessor moved into the model (as the Runner
+    does) and without a ``Pretrained`` backbone init (no checkpoint is read at build time)."""
+    cfg = Config.fromfile(path)
+    if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
+        cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
+    backbone = cfg.model.get('backbone')
+    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
+            backbone.init_cfg.get('type') == 'Pretrained':
+        backbone.init_cfg = None
+    return cfg
 
 
 @dataclass

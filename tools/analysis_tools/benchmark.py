@@ -281,14 +281,8 @@ def _is_detector(model: nn.Module) -> bool:
 def load_config(path: str) -> Config:
     """The config, with its data preprocessor in the model (as the Runner does) and without a
     ``Pretrained`` backbone init (benchmarks need no checkpoint)."""
-    cfg = Config.fromfile(path)
-    if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
-        cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
-    backbone = cfg.model.get('backbone')
-    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
-            backbone.init_cfg.get('type') == 'Pretrained':
-        backbone.init_cfg = None
-    return cfg
+    from mmpoly.utils.complexity import standalone_model_config
+    return standalone_model_config(path)
 
 
 def _classifier_batch(cfg: Config, shape: Tuple[int, int, int], batch_size: int,
