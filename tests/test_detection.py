@@ -417,7 +417,8 @@ def _fewer_rois(config: Path) -> List[str]:
     """64 sampled RoIs per image in each R-CNN stage (instead of 512) and 300 proposals (instead
     of 2,000): mmcv's CPU RoIAlign (one thread) took 57 % of a Cascade Mask R-CNN training step,
     12 s per step at 2 images of 256×320 on a 2-core AVX2 EPYC, 3.3 s with these."""
-    stages = [f'.{i}' for i in range(3)] if Path(config).name.startswith('cascade') else ['']
+    rcnn = Config.fromfile(str(config)).model.train_cfg.rcnn  # a list of stages in Cascade
+    stages = [f'.{i}' for i in range(len(rcnn))] if isinstance(rcnn, list) else ['']
     return [f'model.train_cfg.rcnn{stage}.sampler.num=64' for stage in stages] + \
         ['model.train_cfg.rpn_proposal.max_per_img=300']
 

@@ -513,8 +513,7 @@ def test_recorded_reevaluation_covers_every_published_checkpoint():
     assert sorted(rows) == sorted(published)
     for name, entry in published.items():
         row = rows[name]
-        assert row['weights'] == entry['Weights'].split('/main/')[-1] or \
-            Path(row['weights']).name == Path(entry['Weights']).name, (row, entry['Weights'])
+        assert row['weights'] == entry['Weights'], (row, entry['Weights'])
         assert row['num_images'] == 10000
         top1 = entry['Results'][0]['Metrics']['Top 1 Accuracy']
         assert row['pytorch_top1'] == row['onnx_top1'] == top1, (name, row, top1)
