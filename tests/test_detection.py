@@ -51,6 +51,8 @@ DETECTORS = {
 CPU_LOADERS = [f'{loader}.{key}={value}' for loader in ('train_dataloader', 'val_dataloader',
                                                         'test_dataloader')
                for key, value in (('num_workers', 0), ('persistent_workers', False))]
+#: its fewer_rois_options: the test runs sample 64 RoIs and keep 300 proposals, as the protocol
+DETECTION_PROTOCOL = load_tool('detection_protocol')
 
 
 @pytest.fixture(autouse=True)
@@ -413,23 +415,13 @@ def _train_losses(work_dir: Path) -> List[float]:
     return [row['loss'] for row in rows if 'loss' in row]
 
 
-def _fewer_rois(config: Path) -> List[str]:
-    """64 sampled RoIs per image in each R-CNN stage (instead of 512) and 300 proposals (instead
-    of 2,000): mmcv's CPU RoIAlign (one thread) took 57 % of a Cascade Mask R-CNN training step,
-    12 s per step at 2 images of 256×320 on a 2-core AVX2 EPYC, 3.3 s with these."""
-    rcnn = Config.fromfile(str(config)).model.train_cfg.rcnn  # a list of stages in Cascade
-    stages = [f'.{i}' for i in range(len(rcnn))] if isinstance(rcnn, list) else ['']
-    return [f'model.train_cfg.rcnn{stage}.sampler.num=64' for stage in stages] + \
-        ['model.train_cfg.rpn_proposal.max_per_img=300']
-
-
 def _detector_run_args(config: Path, checkpoint: Path, work_dir: Path, epochs: int) -> List[str]:
     # 8 images, 2 per batch: 4 iterations an epoch; warm-up of 4 iterations instead of 50
     return [str(config), '--work-dir', str(work_dir), '--cfg-options',
             f'model.backbone.init_cfg.checkpoint={checkpoint}', f'train_cfg.max_epochs={epochs}',
             f'train_cfg.val_interval={epochs}', 'param_scheduler.0.end=4',
             'default_hooks.logger.interval=1', 'model.test_cfg.rcnn.score_thr=0',
-            *_fewer_rois(config), *CPU_LOADERS]
+            *DETECTION_PROTOCOL.fewer_rois_options(str(config)), *CPU_LOADERS]
 
 
 @pytest.fixture(scope='module')

@@ -24,9 +24,10 @@ def test_full_protocol_is_the_paper_s_shape() -> None:
         'mask-rcnn_resnet18_pretrained', 'mask-rcnn_resnet18_scratch',
         'mask-rcnn_pdc-resnet18_pretrained', 'mask-rcnn_pdc-resnet18_scratch',
         'cascade-mask-rcnn_resnet18_pretrained', 'cascade-mask-rcnn_pdc-resnet18_pretrained']
-    for case in full.cases:  # each case reads a config the converter writes
-        assert case.config.replace('_fashion-coco.py', '_coco.py') in \
-            [Path(c).name for c in protocol.REPO_CONFIGS]
+    for case in full.cases:  # each case is a shipped config on the converter's set
+        assert Path(case.shipped_config).is_file()
+        assert case.config == Path(case.shipped_config).name.replace('_coco.py',
+                                                                     '_fashion-coco.py')
 
 
 def test_scratch_cases_train_every_stage_and_learn_bn(tmp_path: Path) -> None:
@@ -46,6 +47,33 @@ def test_a_work_dir_keeps_its_protocol(tmp_path: Path) -> None:
     protocol.ProtocolRun(protocol.PROTOCOLS['short'], str(tmp_path)).check_protocol()
     with pytest.raises(ValueError, match=r"another protocol \(differs in \[.*'coco_train'"):
         protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path)).check_protocol()
+
+
+def _write_scalars(work_dir: Path, run: str, records: list) -> None:
+    path = work_dir / run / 'vis_data' / 'scalars.json'
+    path.parent.mkdir(parents=True)
+    path.write_text(''.join(json.dumps(r) + '\n' for r in records))
+
+
+def test_final_validation_is_the_last_epoch_s_and_an_empty_one_is_zero(tmp_path: Path) -> None:
+    train = [dict(lr=0.01, loss=2.0, time=1.0, epoch=e, iter=4 * e, step=4 * e)
+             for e in (1, 2, 3)]  # training lines: step = iteration (the 4th is epoch 1's 4)
+    coco = dict(zip((f'coco/{m}' for m in protocol.METRICS), (0.3, 0.5, 0.2, 0.4)))
+    _write_scalars(tmp_path, '20261127_000000', [
+        train[0], dict(coco, time=0.1, step=1), train[1], dict(time=0.1, step=2)])
+    # epoch 2's evaluation was empty: zeros, flagged; never epoch 1's numbers
+    assert protocol.final_validation(str(tmp_path), 'coco/', 2) == dict(
+        {m: 0.0 for m in protocol.METRICS}, empty_evaluation=True)
+    assert protocol.final_validation(str(tmp_path), 'coco/', 1)['bbox_mAP'] == 0.3
+    with pytest.raises(RuntimeError, match='no validation after epoch 3'):
+        protocol.final_validation(str(tmp_path), 'coco/', 3)
+    with pytest.raises(RuntimeError, match=r'logged no accuracy/\*'):
+        protocol.final_validation(str(tmp_path), 'accuracy/', 2)
+    # a resumed run logs epoch 3 in a newer folder; its validation counts
+    _write_scalars(tmp_path, '20261127_010000', [train[2], dict(coco, time=0.1, step=3)])
+    assert protocol.final_validation(str(tmp_path), 'coco/', 3) == {
+        m: v for m, v in zip(protocol.METRICS, (0.3, 0.5, 0.2, 0.4))}
+    assert protocol.seconds_per_iter(str(tmp_path)) == 1.0
 
 
 def _results(values: dict) -> dict:
@@ -84,6 +112,11 @@ def test_table_rows_and_page_round_trip(tmp_path: Path) -> None:
     assert rows[2] == ('| mask-rcnn | pdc-resnet18 | ImageNet-layout pretrained | 0.420 | 0.620 '
                        '| 0.370 | 0.520 |')
     assert '- PDC-ResNet18 − ResNet18, cascade-mask-rcnn/bbox_mAP: -0.020' in table
+    assert 'evaluation was empty' not in table
+    empty = _results(VALUES)
+    empty['cases']['mask-rcnn_resnet18_scratch']['empty_evaluation'] = True
+    assert ('- mask-rcnn_resnet18_scratch: no detection passed the test score threshold, so the '
+            'COCO evaluation was empty (AP 0 by definition)') in protocol.render_table(empty)
     page = tmp_path / 'detection.md'
     page.write_text(f'intro\n{protocol.TABLE_START}\nold\n{protocol.TABLE_END}\noutro\n')
     results = tmp_path / 'results.json'

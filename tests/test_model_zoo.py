@@ -97,6 +97,16 @@ def test_metafile_is_up_to_date():
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+def test_metafile_collection_readme_is_a_path_from_the_repository_root():
+    """As mmpretrain's metafiles (``README: configs/resnet/README.md``): model-index tools
+    resolve it from the repository root, where configs/README.md is the collection's page."""
+    import yaml
+    repo = CONFIGS.parent
+    collections = yaml.safe_load((CONFIGS / 'metafile.yml').read_text())['Collections']
+    assert [c['README'] for c in collections] == ['configs/README.md']
+    assert (repo / collections[0]['README']).read_text().startswith('# Polynomial networks')
+
+
 def test_get_flops_tool_prints_params_and_flops(capsys):
     tool = load_tool('analysis_tools/get_flops')
     tool.main([str(CONFIGS / 'resnet18_1xb128_cifar10.py')])

@@ -3,6 +3,9 @@ CPU scale, on offline data, through the shipped configs, in one resumable comman
 
     python tools/detection_protocol.py run                       # the full protocol
     python tools/detection_protocol.py run --protocol short      # the slow test's short version
+    # on 2 cores: two lanes side by side, one thread each (the last one writes the report)
+    python tools/detection_protocol.py run --backbone resnet18 --threads 1 &
+    python tools/detection_protocol.py run --backbone pdc-resnet18 --threads 1
     python tools/detection_protocol.py table WORK/results.json --write docs/en/detection.md
 
 Stages, each leaving ``WORK/stages/<stage>.json`` when it is finished (a rerun skips it; a stage
@@ -29,6 +32,7 @@ before any run; ``run`` refuses a work_dir started under a different protocol.
 """
 import argparse
 import dataclasses
+import fcntl
 import glob
 import json
 import os
@@ -41,15 +45,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOOLS = osp.join(REPO, 'tools')
 #: the shipped detection configs the Fashion-COCO configs are generated from
-REPO_CONFIGS = tuple(osp.join(REPO, 'configs', f'{d}_{b}_fpn_1x_coco.py')
-                     for d in ('mask-rcnn', 'cascade-mask-rcnn')
-                     for b in ('resnet18', 'pdc-resnet18'))
 CLASSIFIERS = {'resnet18': 'resnet18_8xb32_in1k.py', 'pdc-resnet18': 'pdc_resnet18_8xb32_in1k.py'}
 TABLE_START = '<!-- detection-protocol-table:start -->'
 TABLE_END = '<!-- detection-protocol-table:end -->'
 #: ``table --write PAGE`` keeps the results JSON under this name next to the page
 RESULTS_NEXT_TO_PAGE = 'detection_protocol.json'
 METRICS = ('bbox_mAP', 'bbox_mAP_50', 'segm_mAP', 'segm_mAP_50')
+#: the environment of the stages' processes (``run --threads`` sets their thread count)
+CHILD_ENV = dict(os.environ)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,11 @@ class Case:
     def config(self) -> str:
         """The generated Fashion-COCO version of the shipped config."""
         return f'{self.detector}_{self.backbone}_fpn_1x_fashion-coco.py'
+
+    @property
+    def shipped_config(self) -> str:
+        """The config in configs/ that :attr:`config` is generated from."""
+        return osp.join(REPO, 'configs', f'{self.detector}_{self.backbone}_fpn_1x_coco.py')
 
 
 MASK_RCNN_CASES = tuple(Case('mask-rcnn', b, p) for b in CLASSIFIERS for p in (True, False))
@@ -95,6 +103,8 @@ class Protocol:
     det_batch: int  # per process (the config's 2)
     warmup_iters: int  # the 1× schedule's 500 of 90k iterations, scaled
     val_interval: int  # epochs between validations (AP curve points)
+    det_rois: int  # RoIs sampled per image in each R-CNN stage (the configs' 512; a CPU's time)
+    det_proposals: int  # RPN proposals kept in training (the configs' 2,000)
     cases: Tuple[Case, ...]
     # the comparisons: "better" = a higher bbox mAP by at least this (one seed, no error bars)
     better_margin: float
@@ -118,25 +128,25 @@ class Protocol:
 
 
 PROTOCOLS: Dict[str, Protocol] = {
-    # sized for about an hour of 2 CPU cores per Mask R-CNN run (256 images of 256×320, 2 per
-    # step, 12 epochs = 1,536 steps at about 2 s) and per ResNet18 pretraining run (24,000
-    # images of 64×64, 32 per step, 10 epochs = 7,500 steps; an estimate from its FLOPs, not yet
-    # timed); Cascade runs the same schedule with steps about 3× as long
+    # Sized from step times measured on a 2-core AVX2 EPYC (2 threads, before any run):
+    # pretraining at 64×64, 32 per step: 0.58 s (ResNet18), 0.63 s (PDC-ResNet18), so 10,000
+    # images × 10 epochs = 3,130 steps is about 30 min; Mask R-CNN at 2 images of 256×320 with
+    # 64 RoIs: 2.8 s, so 192 images × 12 epochs = 1,152 steps is about an hour; Cascade: 3.8 s.
     'full': Protocol(
-        name='full', seed=0, classifiers=tuple(CLASSIFIERS), imagenet_train=24000,
+        name='full', seed=0, classifiers=tuple(CLASSIFIERS), imagenet_train=10000,
         imagenet_val=2000, image_size=64, pretrain_epochs=10, pretrain_batch=32,
-        coco_train=256, coco_val=64, coco_size=(256, 320), det_epochs=12, det_batch=2,
-        warmup_iters=100, val_interval=2, cases=MASK_RCNN_CASES + CASCADE_CASES,
-        better_margin=0.02, target_bbox_map=0.40, target_segm_map=0.35,
-        prediction_images=4, num_workers=2),
+        coco_train=192, coco_val=64, coco_size=(256, 320), det_epochs=12, det_batch=2,
+        warmup_iters=100, val_interval=2, det_rois=64, det_proposals=300,
+        cases=MASK_RCNN_CASES + CASCADE_CASES, better_margin=0.02, target_bbox_map=0.40,
+        target_segm_map=0.35, prediction_images=4, num_workers=2),
     # the slow test: the whole pipeline, one pretrained case, a few minutes
     'short': Protocol(
         name='short', seed=0, classifiers=('resnet18', ), imagenet_train=2000,
         imagenet_val=500, image_size=32, pretrain_epochs=1, pretrain_batch=32,
         coco_train=16, coco_val=8, coco_size=(128, 160), det_epochs=12, det_batch=2,
-        warmup_iters=10, val_interval=12, cases=(Case('mask-rcnn', 'resnet18', True), ),
-        better_margin=0.02, target_bbox_map=0.40, target_segm_map=0.35,
-        prediction_images=2, num_workers=0),
+        warmup_iters=10, val_interval=12, det_rois=64, det_proposals=300,
+        cases=(Case('mask-rcnn', 'resnet18', True), ), better_margin=0.02,
+        target_bbox_map=0.40, target_segm_map=0.35, prediction_images=2, num_workers=0),
 }
 
 
@@ -158,12 +168,24 @@ def read_scalars(work_dir: str) -> List[dict]:
     return records
 
 
-def last_validation(work_dir: str, prefix: str) -> dict:
-    """The last validation record's metrics starting with ``prefix`` (e.g. ``'coco/'``)."""
-    rows = [r for r in read_scalars(work_dir) if any(k.startswith(prefix) for k in r)]
+def final_validation(work_dir: str, prefix: str, epoch: int) -> dict:
+    """The metrics starting with ``prefix`` (e.g. ``'coco/'``) of the validation after
+    ``epoch``, the run's last. A validation record is a ``scalars.json`` line without ``lr``
+    (training lines have it) whose ``step`` is the epoch. A run resumed after its validation
+    logs it once more; the newest wins.
+
+    An empty COCO evaluation (no detection passed the score threshold: mmdet's CocoMetric then
+    logs no metric) is AP 0 by COCO's definition: it is returned as zeros with
+    ``empty_evaluation=True``, never as an earlier validation's numbers."""
+    rows = [r for r in read_scalars(work_dir) if 'lr' not in r and r.get('step') == epoch]
     if not rows:
-        raise RuntimeError(f'{work_dir} logged no validation metric {prefix}*')
-    return {k[len(prefix):]: v for k, v in rows[-1].items() if k.startswith(prefix)}
+        raise RuntimeError(f'{work_dir} logged no validation after epoch {epoch}')
+    metrics = {k[len(prefix):]: v for k, v in rows[-1].items() if k.startswith(prefix)}
+    if metrics:
+        return metrics
+    if prefix != 'coco/':
+        raise RuntimeError(f'{work_dir}: the validation after epoch {epoch} logged no {prefix}*')
+    return dict({m: 0.0 for m in METRICS}, empty_evaluation=True)
 
 
 def seconds_per_iter(work_dir: str) -> Optional[float]:
@@ -178,12 +200,25 @@ def run_stage(cmd: List[str], log: str) -> None:
     with open(log, 'a') as f:
         f.write(f'\n$ {" ".join(cmd)}\n')
         f.flush()
-        proc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, env=CHILD_ENV)
     if proc.returncode != 0:
         with open(log) as f:
             tail = f.read()[-3000:]
         raise RuntimeError(f'stage command failed ({proc.returncode}): {" ".join(cmd)}\n'
                            f'log: {log}\n{tail}')
+
+
+def fewer_rois_options(config: str, rois: int = 64, proposals: int = 300) -> List[str]:
+    """``--cfg-options`` sampling ``rois`` RoIs per image in each R-CNN stage (the configs' 512)
+    and keeping ``proposals`` RPN proposals (their 2,000) in training, for a CPU. mmcv's CPU
+    RoIAlign runs on one thread: with the configs' numbers it took 57 % of a Cascade Mask R-CNN
+    training step at 2 images of 256×320 on a 2-core AVX2 EPYC (12 s a step; 3.3 s with 64 and
+    300). The R-CNN stages are read from ``config`` (a list in Cascade)."""
+    from mmengine.config import Config
+    rcnn = Config.fromfile(config).model.train_cfg.rcnn
+    stages = [f'.{i}' for i in range(len(rcnn))] if isinstance(rcnn, list) else ['']
+    return [f'model.train_cfg.rcnn{stage}.sampler.num={rois}' for stage in stages] + \
+        [f'model.train_cfg.rpn_proposal.max_per_img={proposals}']
 
 
 def train_cmd(config: str, work_dir: str, options: List[str], extra: Sequence[str] = ()) -> list:
@@ -283,7 +318,7 @@ class ProtocolRun:
         if not osp.isfile(checkpoint):
             raise RuntimeError(f'pretraining ended without {checkpoint}')
         return dict(checkpoint=checkpoint, work_dir=work_dir,
-                    top1=last_validation(work_dir, 'accuracy/').get('top1'),
+                    top1=final_validation(work_dir, 'accuracy/', self.p.pretrain_epochs)['top1'],
                     seconds_per_iter=seconds_per_iter(work_dir))
 
     # fine-tuning -----------------------------------------------------------------------------
@@ -297,7 +332,8 @@ class ProtocolRun:
                    f'train_dataloader.batch_size={p.det_batch}',
                    f'randomness.seed={p.seed}', 'default_hooks.logger.interval=10',
                    'default_hooks.checkpoint.interval=1',
-                   'default_hooks.checkpoint.max_keep_ckpts=2']
+                   'default_hooks.checkpoint.max_keep_ckpts=2',
+                   *fewer_rois_options(case.shipped_config, p.det_rois, p.det_proposals)]
         for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
             options += [f'{loader}.num_workers={p.num_workers}',
                         f'{loader}.persistent_workers=False']
@@ -315,9 +351,10 @@ class ProtocolRun:
         final = osp.join(work_dir, f'epoch_{self.p.det_epochs}.pth')
         if not osp.isfile(final):
             raise RuntimeError(f'fine-tuning ended without {final}')
-        metrics = last_validation(work_dir, 'coco/')
+        metrics = final_validation(work_dir, 'coco/', self.p.det_epochs)
         return dict(checkpoint=final, work_dir=work_dir,
                     **{m: metrics[m] for m in METRICS if m in metrics},
+                    empty_evaluation=metrics.get('empty_evaluation', False),
                     seconds_per_iter=seconds_per_iter(work_dir))
 
     # report ----------------------------------------------------------------------------------
@@ -347,19 +384,45 @@ class ProtocolRun:
                           osp.join(report_dir, 'report.log'))
         return results
 
-    def run(self) -> dict:
+    def stages(self) -> List[str]:
+        """Every stage of the protocol, in the order one process runs them."""
+        return ['data', *(f'pretrain-{b}' for b in self.p.classifiers),
+                *(f'finetune-{c.name}' for c in self.p.cases)]
+
+    def run(self, backbones: Optional[Sequence[str]] = None) -> Optional[dict]:
+        """Run (or resume) the stages of ``backbones`` (default: all), then the report once
+        every stage of the protocol is done; ``None`` while another lane's stages remain."""
+        unknown = sorted(set(backbones or ()) - set(self.p.classifiers))
+        if unknown:
+            raise ValueError(f'--backbone: {unknown} is not in protocol {self.p.name!r}; '
+                             f'allowed: {list(self.p.classifiers)}')
+        lane = set(backbones or self.p.classifiers)
         os.makedirs(self.work_dir, exist_ok=True)
         self.check_protocol()
-        self.stage('data', self.data)
-        pretrained = {b: self.stage(f'pretrain-{b}', lambda b=b: self.pretrain(b))
-                      for b in self.p.classifiers}
-        cases = {}
+        with open(osp.join(self.work_dir, '.data.lock'), 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one lane writes the data, the other waits
+            self.stage('data', self.data)
+        for backbone in self.p.classifiers:
+            if backbone in lane:
+                self.stage(f'pretrain-{backbone}', lambda b=backbone: self.pretrain(b))
         for case in self.p.cases:
-            checkpoint = pretrained[case.backbone]['checkpoint'] if case.pretrained else None
-            cases[case.name] = dict(self.stage(f'finetune-{case.name}',
-                                               lambda c=case, k=checkpoint: self.finetune(c, k)),
-                                    backbone=case.backbone, detector=case.detector,
-                                    pretrained=case.pretrained)
+            if case.backbone not in lane:
+                continue
+            if case.pretrained:
+                pretrained = self.done(f'pretrain-{case.backbone}')
+                checkpoint = pretrained['checkpoint']
+            else:
+                checkpoint = None
+            self.stage(f'finetune-{case.name}',
+                       lambda c=case, k=checkpoint: self.finetune(c, k))
+        missing = [s for s in self.stages() if self.done(s) is None]
+        if missing:
+            print(f'[protocol] report waits for the other lane: {missing}', flush=True)
+            return None
+        pretrained = {b: self.done(f'pretrain-{b}') for b in self.p.classifiers}
+        cases = {c.name: dict(self.done(f'finetune-{c.name}'), backbone=c.backbone,
+                              detector=c.detector, pretrained=c.pretrained)
+                 for c in self.p.cases}
         return self.report(pretrained, cases)
 
 
@@ -418,6 +481,10 @@ def render_table(results: Optional[dict]) -> str:
         lines.append('| ' + ' | '.join(cells) + ' |')
     f = results['findings']
     lines.append('')
+    for name in p['cases']:
+        if results['cases'].get(name, {}).get('empty_evaluation'):
+            lines.append(f'- {name}: no detection passed the test score threshold, so the COCO '
+                         f'evaluation was empty (AP 0 by definition)')
     for backbone, beats in f['pretrained_beats_scratch'].items():
         if beats is not None:
             lines.append(f'- {backbone}: pretrained beats scratch (bbox mAP by ≥ '
@@ -455,6 +522,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     run.add_argument('--protocol', choices=sorted(PROTOCOLS), default='full')
     run.add_argument('--work-dir', default=None,
                      help='default work_dirs/detection_protocol[_<protocol>]')
+    run.add_argument('--backbone', nargs='+', default=None, choices=sorted(CLASSIFIERS),
+                     help="run only this backbone's stages (a lane); on 2 cores two lanes of "
+                     "one thread each, started side by side on the same --work-dir, finish "
+                     "sooner than one process; the last lane to finish writes the report")
+    run.add_argument('--threads', type=int, default=None,
+                     help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
     table.add_argument('results', help='results.json of a run')
     table.add_argument('--write', metavar='PAGE',
@@ -463,14 +536,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> dict:
+def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
     args = parse_args(argv)
     if args.command == 'run':
         work_dir = args.work_dir or osp.join(
             'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
                                                  else f'_{args.protocol}'))
-        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run()
-        print(render_table(results))
+        if args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f'--threads: {args.threads}; allowed: an integer >= 1')
+            CHILD_ENV.update(OMP_NUM_THREADS=str(args.threads),
+                             MKL_NUM_THREADS=str(args.threads))
+        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run(args.backbone)
+        if results is not None:
+            print(render_table(results))
         return results
     with open(args.results) as f:
         results = json.load(f)

@@ -191,7 +191,7 @@ def metafile(results: Sequence[RowResult],
         Name=COLLECTION,
         Metadata=OrderedDict(Architecture=architectures),
         Paper=PAPER,
-        README='README.md')
+        README='configs/README.md')  # mmpretrain's metafiles: the path from the repository root
     return OrderedDict(Collections=[collection], Models=all_models)
 
 
