@@ -49,6 +49,34 @@ def test_a_work_dir_keeps_its_protocol(tmp_path: Path) -> None:
         protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path)).check_protocol()
 
 
+def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    full = protocol.PROTOCOLS['full']
+    run = protocol.ProtocolRun(full, str(tmp_path))
+    with pytest.raises(ValueError, match=r"--backbone: \['resnet50'\] is not in protocol 'full'"):
+        run.run(['resnet50'])
+    ran, reported = [], []
+    monkeypatch.setattr(run, 'data', lambda: ran.append('data') or {})
+    monkeypatch.setattr(run, 'pretrain', lambda b: ran.append(b) or dict(checkpoint=f'/{b}.pth'))
+    monkeypatch.setattr(run, 'finetune', lambda c, k: ran.append((c.name, k)) or dict(bbox_mAP=0))
+    monkeypatch.setattr(run, 'report', lambda p, c: reported.append((p, c)) or {'done': True})
+    assert run.run(['resnet18']) is None  # the other lane's stages remain
+    assert ran == ['data', 'resnet18', ('mask-rcnn_resnet18_pretrained', '/resnet18.pth'),
+                   ('mask-rcnn_resnet18_scratch', None),
+                   ('cascade-mask-rcnn_resnet18_pretrained', '/resnet18.pth')]
+    assert 'report waits for the other lane' in capsys.readouterr().out and not reported
+    ran.clear()
+    assert run.run(['pdc-resnet18']) == {'done': True}  # data done; the last lane reports
+    assert ran[0] == 'pdc-resnet18' and len(ran) == 4
+    pretrained, cases = reported[0]
+    assert list(pretrained) == ['resnet18', 'pdc-resnet18']
+    assert list(cases) == [c.name for c in full.cases]
+    assert cases['mask-rcnn_pdc-resnet18_scratch']['pretrained'] is False
+    with pytest.raises(ValueError, match="--threads: 0; allowed: an integer >= 1"):
+        protocol.main(['run', '--threads', '0', '--work-dir', str(tmp_path / 'none')])
+    assert not (tmp_path / 'none').exists()
+
+
 def _write_scalars(work_dir: Path, run: str, records: list) -> None:
     path = work_dir / run / 'vis_data' / 'scalars.json'
     path.parent.mkdir(parents=True)
