@@ -57,24 +57,49 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
         run.run(['resnet50'])
     ran, reported = [], []
     monkeypatch.setattr(run, 'data', lambda: ran.append('data') or {})
-    monkeypatch.setattr(run, 'pretrain', lambda b: ran.append(b) or dict(checkpoint=f'/{b}.pth'))
+    monkeypatch.setattr(run, 'pretrain',
+                        lambda b: ran.append(b) or dict(checkpoint=f'/{b}.pth', top1=80.0))
     monkeypatch.setattr(run, 'finetune', lambda c, k: ran.append((c.name, k)) or dict(bbox_mAP=0))
-    monkeypatch.setattr(run, 'report', lambda p, c: reported.append((p, c)) or {'done': True})
+    monkeypatch.setattr(run, 'report', lambda r: reported.append(r) or {'done': True})
     assert run.run(['resnet18']) is None  # the other lane's stages remain
     assert ran == ['data', 'resnet18', ('mask-rcnn_resnet18_pretrained', '/resnet18.pth'),
                    ('mask-rcnn_resnet18_scratch', None),
                    ('cascade-mask-rcnn_resnet18_pretrained', '/resnet18.pth')]
     assert 'report waits for the other lane' in capsys.readouterr().out and not reported
+    # the table of a run still going: its finished cases, which are not yet, and the newest
+    # validation of one that is training
+    coco = {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.1, 0.2, 0.3, 0.4))}
+    _write_scalars(tmp_path / 'finetune' / 'mask-rcnn_pdc-resnet18_pretrained', '20261127_0', [
+        dict(coco, step=2), dict(lr=0.1, loss=1.0, step=300), dict(time=1.0, step=4)])
+    partial = protocol.main(['table', str(tmp_path)])
+    assert not partial['complete'] and len(partial['cases']) == 3
+    table = capsys.readouterr().out
+    assert '| mask-rcnn | resnet18 | scratch | 0.000 | – | – | – |' in table
+    assert '- pretraining top-1 (Fashion-MNIST in the ImageNet layout, 64×64, 10 epochs): ' \
+        'resnet18 80.00 %' in table
+    assert ('- **partial**: 3 of 6 cases finished; not yet: mask-rcnn_pdc-resnet18_pretrained, '
+            'mask-rcnn_pdc-resnet18_scratch, cascade-mask-rcnn_pdc-resnet18_pretrained') in table
+    assert ('- still training, mask-rcnn_pdc-resnet18_pretrained: after epoch 2 of 12, bbox mAP '
+            '0.100 (AP50 0.200), segm mAP 0.300') in table
     ran.clear()
     assert run.run(['pdc-resnet18']) == {'done': True}  # data done; the last lane reports
     assert ran[0] == 'pdc-resnet18' and len(ran) == 4
-    pretrained, cases = reported[0]
-    assert list(pretrained) == ['resnet18', 'pdc-resnet18']
+    pretrained, cases = reported[0]['pretrain'], reported[0]['cases']
+    assert reported[0]['complete'] and list(pretrained) == ['resnet18', 'pdc-resnet18']
     assert list(cases) == [c.name for c in full.cases]
     assert cases['mask-rcnn_pdc-resnet18_scratch']['pretrained'] is False
     with pytest.raises(ValueError, match="--threads: 0; allowed: an integer >= 1"):
         protocol.main(['run', '--threads', '0', '--work-dir', str(tmp_path / 'none')])
     assert not (tmp_path / 'none').exists()
+
+
+def test_table_of_a_work_dir_needs_a_known_protocol(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match='not a protocol work_dir: no protocol.json'):
+        protocol.main(['table', str(tmp_path)])
+    changed = dict(protocol.PROTOCOLS['short'].to_json(), coco_train=17)
+    (tmp_path / 'protocol.json').write_text(json.dumps(changed))
+    with pytest.raises(ValueError, match="none of the protocols of this version"):
+        protocol.main(['table', str(tmp_path)])
 
 
 def _write_scalars(work_dir: Path, run: str, records: list) -> None:

@@ -360,9 +360,9 @@ class ProtocolRun:
                     seconds_per_iter=seconds_per_iter(work_dir))
 
     # report ----------------------------------------------------------------------------------
-    def report(self, pretrained: Dict[str, dict], cases: Dict[str, dict]) -> dict:
-        results = dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
-                       findings=findings(self.p, cases))
+    def report(self, results: dict) -> dict:
+        """``results.json``, the curves and the prediction images of a complete run."""
+        pretrained, cases = results['pretrain'], results['cases']
         atomic_json(results, osp.join(self.work_dir, 'results.json'))
         report_dir = osp.join(self.work_dir, 'report')
         plot = [sys.executable, osp.join(TOOLS, 'analysis_tools', 'plot_curves.py')]
@@ -417,15 +417,47 @@ class ProtocolRun:
                 checkpoint = None
             self.stage(f'finetune-{case.name}',
                        lambda c=case, k=checkpoint: self.finetune(c, k))
-        missing = [s for s in self.stages() if self.done(s) is None]
-        if missing:
+        results = self.results()
+        if not results['complete']:
+            missing = [s for s in self.stages() if self.done(s) is None]
             print(f'[protocol] report waits for the other lane: {missing}', flush=True)
             return None
-        pretrained = {b: self.done(f'pretrain-{b}') for b in self.p.classifiers}
+        return self.report(results)
+
+    def results(self) -> dict:
+        """The results of the finished stages (``complete``: all of them), as ``results.json``
+        holds them."""
+        pretrained = {b: self.done(f'pretrain-{b}') for b in self.p.classifiers
+                      if self.done(f'pretrain-{b}') is not None}
         cases = {c.name: dict(self.done(f'finetune-{c.name}'), backbone=c.backbone,
                               detector=c.detector, pretrained=c.pretrained)
-                 for c in self.p.cases}
-        return self.report(pretrained, cases)
+                 for c in self.p.cases if self.done(f'finetune-{c.name}') is not None}
+        progress = {}  # the newest validation of each case still training
+        for case in self.p.cases:
+            work_dir = osp.join(self.work_dir, 'finetune', case.name)
+            if case.name in cases or not osp.isdir(work_dir):
+                continue
+            rows = [r for r in read_scalars(work_dir) if 'lr' not in r and 'coco/bbox_mAP' in r]
+            if rows:
+                progress[case.name] = dict(epoch=rows[-1]['step'],
+                                           **{m: rows[-1][f'coco/{m}'] for m in METRICS})
+        return dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
+                    findings=findings(self.p, cases), progress=progress,
+                    complete=all(self.done(s) is not None for s in self.stages()))
+
+    @classmethod
+    def of_work_dir(cls, work_dir: str) -> 'ProtocolRun':
+        """The run of a work_dir, under the protocol its ``protocol.json`` names."""
+        path = osp.join(work_dir, 'protocol.json')
+        if not osp.isfile(path):
+            raise FileNotFoundError(f'{work_dir} is not a protocol work_dir: no protocol.json')
+        with open(path) as f:
+            fixed = json.load(f)
+        known = {name: p for name, p in PROTOCOLS.items() if p.to_json() == fixed}
+        if not known:
+            raise ValueError(f'{path} is none of the protocols of this version '
+                             f'({sorted(PROTOCOLS)}): it was changed after the run began')
+        return cls(next(iter(known.values())), work_dir)
 
 
 def findings(p: Protocol, cases: Dict[str, dict]) -> dict:
@@ -483,6 +515,18 @@ def render_table(results: Optional[dict]) -> str:
         lines.append('| ' + ' | '.join(cells) + ' |')
     f = results['findings']
     lines.append('')
+    if results['pretrain']:
+        lines.append('- pretraining top-1 (Fashion-MNIST in the ImageNet layout, '
+                     f'{p["image_size"]}×{p["image_size"]}, {p["pretrain_epochs"]} epochs): ' +
+                     ', '.join(f'{b} {r["top1"]:.2f} %' for b, r in results['pretrain'].items()))
+    if not results.get('complete', True):  # results of a run still going (no `complete`: old)
+        left = [name for name in p['cases'] if name not in results['cases']]
+        lines.append(f'- **partial**: {len(results["cases"])} of {len(p["cases"])} cases '
+                     f'finished; not yet: {", ".join(left)}')
+        for name, row in results.get('progress', {}).items():
+            lines.append(f'- still training, {name}: after epoch {row["epoch"]} of '
+                         f'{p["det_epochs"]}, bbox mAP {row["bbox_mAP"]:.3f} (AP50 '
+                         f'{row["bbox_mAP_50"]:.3f}), segm mAP {row["segm_mAP"]:.3f}')
     for name in p['cases']:
         if results['cases'].get(name, {}).get('empty_evaluation'):
             lines.append(f'- {name}: no detection passed the test score threshold, so the COCO '
@@ -531,7 +575,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     run.add_argument('--threads', type=int, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
-    table.add_argument('results', help='results.json of a run')
+    table.add_argument('results', help="results.json of a run, or a run's work_dir (its "
+                       "finished stages, while it is still going)")
     table.add_argument('--write', metavar='PAGE',
                        help=f'replace the table block of this page and copy the JSON next to it '
                        f'({RESULTS_NEXT_TO_PAGE})')
@@ -553,8 +598,11 @@ def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
         if results is not None:
             print(render_table(results))
         return results
-    with open(args.results) as f:
-        results = json.load(f)
+    if osp.isdir(args.results):
+        results = ProtocolRun.of_work_dir(args.results).results()
+    else:
+        with open(args.results) as f:
+            results = json.load(f)
     table = render_table(results)
     if args.write:  # the page's table and, next to it, the JSON it was generated from
         from mmpoly.engine.saving import atomic_write
