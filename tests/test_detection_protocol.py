@@ -71,6 +71,8 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
     coco = {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.1, 0.2, 0.3, 0.4))}
     _write_scalars(tmp_path / 'finetune' / 'mask-rcnn_pdc-resnet18_pretrained', '20261127_0', [
         dict(coco, step=2), dict(lr=0.1, loss=1.0, step=300), dict(time=1.0, step=4)])
+    assert '| detector |' not in protocol.render_table(
+        protocol.ProtocolRun(full, str(tmp_path / 'new')).results())  # no case finished: no rows
     partial = protocol.main(['table', str(tmp_path)])
     assert not partial['complete'] and len(partial['cases']) == 3
     table = capsys.readouterr().out
@@ -79,8 +81,8 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
         'resnet18 80.00 %' in table
     assert ('- **partial**: 3 of 6 cases finished; not yet: mask-rcnn_pdc-resnet18_pretrained, '
             'mask-rcnn_pdc-resnet18_scratch, cascade-mask-rcnn_pdc-resnet18_pretrained') in table
-    assert ('- still training, mask-rcnn_pdc-resnet18_pretrained: after epoch 2 of 12, bbox mAP '
-            '0.100 (AP50 0.200), segm mAP 0.300') in table
+    assert ('- unfinished, mask-rcnn_pdc-resnet18_pretrained: newest validation after epoch 2 '
+            'of 12: bbox mAP 0.100 (AP50 0.200), segm mAP 0.300') in table
     ran.clear()
     assert run.run(['pdc-resnet18']) == {'done': True}  # data done; the last lane reports
     assert ran[0] == 'pdc-resnet18' and len(ran) == 4

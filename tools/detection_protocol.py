@@ -502,9 +502,10 @@ def render_table(results: Optional[dict]) -> str:
                 'results.json --write docs/en/detection.md`.')
     p = results['protocol']
     lines = [f'Protocol `{p["name"]}` (seed {p["seed"]}); Fashion-COCO validation split '
-             f'({p["coco_val"]} images).', '',
-             '| detector | backbone | init | bbox mAP | bbox AP50 | segm mAP | segm AP50 |',
-             '|---|---|---|---|---|---|---|']
+             f'({p["coco_val"]} images).']
+    if results['cases']:  # a run still going may have none finished yet
+        lines += ['', '| detector | backbone | init | bbox mAP | bbox AP50 | segm mAP | segm AP50 |',
+                  '|---|---|---|---|---|---|---|']
     for name in p['cases']:
         case = results['cases'].get(name)
         if case is None:
@@ -518,14 +519,16 @@ def render_table(results: Optional[dict]) -> str:
     if results['pretrain']:
         lines.append('- pretraining top-1 (Fashion-MNIST in the ImageNet layout, '
                      f'{p["image_size"]}×{p["image_size"]}, {p["pretrain_epochs"]} epochs): ' +
-                     ', '.join(f'{b} {r["top1"]:.2f} %' for b, r in results['pretrain'].items()))
+                     ', '.join(f'{b} {results["pretrain"][b]["top1"]:.2f} %'
+                               for b in p['classifiers'] if b in results['pretrain']))
     if not results.get('complete', True):  # results of a run still going (no `complete`: old)
         left = [name for name in p['cases'] if name not in results['cases']]
         lines.append(f'- **partial**: {len(results["cases"])} of {len(p["cases"])} cases '
                      f'finished; not yet: {", ".join(left)}')
-        for name, row in results.get('progress', {}).items():
-            lines.append(f'- still training, {name}: after epoch {row["epoch"]} of '
-                         f'{p["det_epochs"]}, bbox mAP {row["bbox_mAP"]:.3f} (AP50 '
+        progress = results.get('progress', {})
+        for name, row in ((n, progress[n]) for n in p['cases'] if n in progress):
+            lines.append(f'- unfinished, {name}: newest validation after epoch {row["epoch"]} '
+                         f'of {p["det_epochs"]}: bbox mAP {row["bbox_mAP"]:.3f} (AP50 '
                          f'{row["bbox_mAP_50"]:.3f}), segm mAP {row["segm_mAP"]:.3f}')
     for name in p['cases']:
         if results['cases'].get(name, {}).get('empty_evaluation'):
