@@ -170,16 +170,21 @@ def read_scalars(work_dir: str) -> List[dict]:
     return records
 
 
+def validations(work_dir: str) -> List[dict]:
+    """The validation records of a work_dir, oldest first: ``scalars.json`` lines without ``lr``
+    (training lines have it), whose ``step`` is the epoch."""
+    return [r for r in read_scalars(work_dir) if 'lr' not in r]
+
+
 def final_validation(work_dir: str, prefix: str, epoch: int) -> dict:
     """The metrics starting with ``prefix`` (e.g. ``'coco/'``) of the validation after
-    ``epoch``, the run's last. A validation record is a ``scalars.json`` line without ``lr``
-    (training lines have it) whose ``step`` is the epoch. A run resumed after its validation
-    logs it once more; the newest wins.
+    ``epoch``, the run's last. A run resumed after its validation logs it once more; the newest
+    wins.
 
     An empty COCO evaluation (no detection passed the score threshold: mmdet's CocoMetric then
     logs no metric) is AP 0 by COCO's definition: it is returned as zeros with
     ``empty_evaluation=True``, never as an earlier validation's numbers."""
-    rows = [r for r in read_scalars(work_dir) if 'lr' not in r and r.get('step') == epoch]
+    rows = [r for r in validations(work_dir) if r.get('step') == epoch]
     if not rows:
         raise RuntimeError(f'{work_dir} logged no validation after epoch {epoch}')
     metrics = {k[len(prefix):]: v for k, v in rows[-1].items() if k.startswith(prefix)}
@@ -427,23 +432,24 @@ class ProtocolRun:
     def results(self) -> dict:
         """The results of the finished stages (``complete``: all of them), as ``results.json``
         holds them."""
-        pretrained = {b: self.done(f'pretrain-{b}') for b in self.p.classifiers
-                      if self.done(f'pretrain-{b}') is not None}
-        cases = {c.name: dict(self.done(f'finetune-{c.name}'), backbone=c.backbone,
+        done = {stage: self.done(stage) for stage in self.stages()}
+        pretrained = {b: done[f'pretrain-{b}'] for b in self.p.classifiers
+                      if done[f'pretrain-{b}'] is not None}
+        cases = {c.name: dict(done[f'finetune-{c.name}'], backbone=c.backbone,
                               detector=c.detector, pretrained=c.pretrained)
-                 for c in self.p.cases if self.done(f'finetune-{c.name}') is not None}
+                 for c in self.p.cases if done[f'finetune-{c.name}'] is not None}
         progress = {}  # the newest validation of each case still training
         for case in self.p.cases:
             work_dir = osp.join(self.work_dir, 'finetune', case.name)
             if case.name in cases or not osp.isdir(work_dir):
                 continue
-            rows = [r for r in read_scalars(work_dir) if 'lr' not in r and 'coco/bbox_mAP' in r]
+            rows = [r for r in validations(work_dir) if 'coco/bbox_mAP' in r]
             if rows:
                 progress[case.name] = dict(epoch=rows[-1]['step'],
                                            **{m: rows[-1][f'coco/{m}'] for m in METRICS})
         return dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
                     findings=findings(self.p, cases), progress=progress,
-                    complete=all(self.done(s) is not None for s in self.stages()))
+                    complete=None not in done.values())
 
     @classmethod
     def of_work_dir(cls, work_dir: str) -> 'ProtocolRun':
