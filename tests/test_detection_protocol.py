@@ -131,6 +131,58 @@ def test_final_validation_is_the_last_epoch_s_and_an_empty_one_is_zero(tmp_path:
     assert protocol.seconds_per_iter(str(tmp_path)) == 1.0
 
 
+def test_a_validation_missed_by_a_stop_is_run_before_the_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage stopped during its validation after the last epoch (36 of the short protocol):
+    finetune() first runs that validation with tools/test.py on epoch_36.pth, then resumes, and
+    the stage is scored by it; the record is where validations() and plot_curves.py read."""
+    short = protocol.PROTOCOLS['short']
+    run = protocol.ProtocolRun(short, str(tmp_path))
+    case = short.cases[0]
+    work_dir = tmp_path / 'finetune' / case.name
+    coco = {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.1, 0.2, 0.3, 0.4))}
+    _write_scalars(work_dir, '20261127_000000', [
+        dict(lr=0.01, loss=2.0, time=1.0, epoch=12, iter=96, step=96), dict(coco, step=12),
+        dict(lr=0.01, loss=1.0, time=1.0, epoch=36, iter=288, step=288)])
+    for epoch in (35, 36):
+        (work_dir / f'epoch_{epoch}.pth').write_bytes(b'weights')
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_36.pth'))
+    tested = {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.25, 0.5, 0.125, 0.375))}
+    commands = []
+
+    def fake_stage(cmd, log):
+        commands.append(cmd)
+        if Path(cmd[1]).name == 'test.py':  # what tools/test.py --out-item metrics writes
+            Path(cmd[cmd.index('--out') + 1]).write_text(json.dumps(tested))
+
+    monkeypatch.setattr(protocol, 'run_stage', fake_stage)
+    result = run.finetune(case, '/pretrained.pth')
+    test, train = commands
+    config = str(tmp_path / 'data' / 'fashion_coco' / case.config)
+    assert test[1:4] == [str(Path(protocol.TOOLS) / 'test.py'), config,
+                         str(work_dir / 'epoch_36.pth')]
+    options = run.finetune_options(case, '/pretrained.pth')
+    assert test[test.index('--cfg-options') + 1:] == options
+    assert '--resume' in train and train[train.index('--cfg-options') + 1:] == options
+    assert {m: result[m] for m in protocol.METRICS} == dict(zip(protocol.METRICS,
+                                                                (0.25, 0.5, 0.125, 0.375)))
+    assert result['empty_evaluation'] is False
+    (record, ) = work_dir.glob('*_validation-epoch_36/vis_data/scalars.json')
+    assert json.loads(record.read_text()) == dict(tested, step=36)
+    plot_curves = load_tool('analysis_tools/plot_curves')
+    curves = plot_curves.load_run(str(work_dir))
+    assert curves.series['coco/bbox_mAP'] == ([12.0, 36.0], [0.1, 0.25])
+    assert curves.series['loss'] == ([96.0, 288.0], [2.0, 1.0])
+    # nothing is missing now, and nothing was at an epoch without a validation
+    assert run.validate_resume_point(config, str(work_dir), options, 36, 12) is None
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_35.pth'))
+    assert run.validate_resume_point(config, str(work_dir), options, 36, 12) is None
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_34.pth'))  # deleted
+    assert protocol.resume_point(str(work_dir)) is None
+    assert len(commands) == 2
+    assert protocol.validated_epochs(12, 5) == [5, 10, 12]
+
+
 def _results(values: dict) -> dict:
     full = protocol.PROTOCOLS['full']
     cases = {}
@@ -247,3 +299,19 @@ def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
     assert (report / 'pretrain_curves.png').stat().st_size > 10_000
     drawn = sorted((report / 'predictions' / 'mask-rcnn_resnet18_pretrained').glob('vis/*.jpg'))
     assert len(drawn) == protocol.PROTOCOLS['short'].prediction_images
+    # had the stage been stopped during its last validation, the rerun would run that validation
+    # with tools/test.py before resuming: the same numbers as the validation in training
+    for scalars in Path(case['work_dir']).glob('*/vis_data/scalars.json'):
+        kept = [line for line in scalars.read_text().splitlines()
+                if not ('coco/bbox_mAP' in line and json.loads(line)['step'] == 36)]
+        scalars.write_text(''.join(line + '\n' for line in kept))
+    run = protocol.ProtocolRun.of_work_dir(str(work_dir))
+    short = run.p.cases[0]
+    record = run.validate_resume_point(
+        str(work_dir / 'data' / 'fashion_coco' / short.config), case['work_dir'],
+        run.finetune_options(short, results['pretrain']['resnet18']['checkpoint']),
+        run.p.det_epochs, run.p.val_interval)
+    assert {m: record[f'coco/{m}'] for m in protocol.METRICS} == \
+        {m: case[m] for m in protocol.METRICS}
+    assert protocol.final_validation(case['work_dir'], 'coco/', 36)['bbox_mAP'] == \
+        case['bbox_mAP']

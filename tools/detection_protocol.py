@@ -9,7 +9,8 @@ CPU scale, on offline data, through the shipped configs, in one resumable comman
     python tools/detection_protocol.py table WORK/results.json --write docs/en/detection.md
 
 Stages, each leaving ``WORK/stages/<stage>.json`` when it is finished (a rerun skips it; a stage
-that was stopped resumes from its newest checkpoint with ``tools/train.py --resume``):
+that was stopped resumes from its newest checkpoint with ``tools/train.py --resume``, after
+running with ``tools/test.py`` the validation it was stopped during, if any):
 
 1. ``data``: Fashion-MNIST in mmpretrain's ImageNet layout
    (``tools/dataset_converters/fashion_mnist_to_imagenet.py``) and the Fashion-COCO instance
@@ -37,6 +38,7 @@ import glob
 import json
 import os
 import os.path as osp
+import re
 import subprocess
 import sys
 import time
@@ -195,6 +197,26 @@ def final_validation(work_dir: str, prefix: str, epoch: int) -> dict:
     return dict({m: 0.0 for m in METRICS}, empty_evaluation=True)
 
 
+def validated_epochs(max_epochs: int, val_interval: int) -> List[int]:
+    """The epochs after which mmengine's EpochBasedTrainLoop validates (every ``val_interval``-th
+    and the last)."""
+    return [e for e in range(1, max_epochs + 1) if e % val_interval == 0 or e == max_epochs]
+
+
+def resume_point(work_dir: str) -> Optional[Tuple[int, str]]:
+    """(epoch, checkpoint) that ``tools/train.py --resume`` starts ``work_dir`` from (mmengine's
+    ``last_checkpoint``); None without an existing epoch checkpoint there."""
+    path = osp.join(work_dir, 'last_checkpoint')
+    if not osp.isfile(path):
+        return None
+    with open(path) as f:
+        checkpoint = f.read().strip()
+    match = re.fullmatch(r'epoch_(\d+)\.pth', osp.basename(checkpoint))
+    if match is None or not osp.isfile(checkpoint):
+        return None  # tools/train.py --resume says what is wrong with it
+    return int(match.group(1)), checkpoint
+
+
 def seconds_per_iter(work_dir: str) -> Optional[float]:
     """The median 'time' of the logged training iterations (mmengine's IterTimerHook)."""
     times = sorted(r['time'] for r in read_scalars(work_dir) if 'time' in r and 'loss' in r)
@@ -283,6 +305,40 @@ class ProtocolRun:
         atomic_json(result, self.stage_file(name))
         return result
 
+    def validate_resume_point(self, config: str, work_dir: str, options: List[str],
+                              max_epochs: int, val_interval: int) -> Optional[dict]:
+        """Run the validation that a stopped stage missed, before the stage resumes.
+
+        A stage stopped during the validation after epoch e leaves ``epoch_e.pth`` and no record
+        of that validation, and ``--resume`` goes on with epoch e + 1: mmengine never validates
+        the checkpoint it resumes from. That would leave a gap in the curves and, after the last
+        epoch, a stage that cannot be scored. So the validation is run here with tools/test.py
+        on that checkpoint (the configs' test split and evaluator are their validation ones) and
+        logged as ``<work_dir>/<time>_validation-epoch_<e>/vis_data/scalars.json``: one record
+        with ``step`` = e, where :func:`validations` and plot_curves.py read validations.
+        Returns that record, or None when nothing was missing."""
+        point = resume_point(work_dir)
+        if point is None:
+            return None
+        epoch, checkpoint = point
+        if epoch not in validated_epochs(max_epochs, val_interval) or \
+                any(r.get('step') == epoch for r in validations(work_dir)):
+            return None
+        print(f'[protocol] {osp.basename(work_dir)}: the validation after epoch {epoch} was not '
+              'logged (the stage was stopped during it); running it on '
+              f'{osp.basename(checkpoint)} with tools/test.py', flush=True)
+        out_dir = osp.join(work_dir, f'{time.strftime("%Y%m%d_%H%M%S")}_validation-epoch_{epoch}')
+        metrics_file = osp.join(out_dir, 'metrics.json')
+        os.makedirs(osp.join(out_dir, 'vis_data'))
+        run_stage([sys.executable, osp.join(TOOLS, 'test.py'), config, checkpoint, '--work-dir',
+                   out_dir, '--out', metrics_file, '--out-item', 'metrics', '--cfg-options',
+                   *options], work_dir + '.log')
+        with open(metrics_file) as f:
+            record = dict(json.load(f), step=epoch)
+        from mmpoly.engine.saving import atomic_write
+        atomic_write(json.dumps(record) + '\n', osp.join(out_dir, 'vis_data', 'scalars.json'))
+        return record
+
     # data ------------------------------------------------------------------------------------
     def data(self) -> dict:
         sys.path.insert(0, osp.join(TOOLS, 'dataset_converters'))
@@ -300,7 +356,7 @@ class ProtocolRun:
     # pretraining -----------------------------------------------------------------------------
     def pretrain_options(self) -> List[str]:
         size, p = self.p.image_size, self.p
-        options = [f'model.head.num_classes=10', f'train_cfg.max_epochs={p.pretrain_epochs}',
+        options = ['model.head.num_classes=10', f'train_cfg.max_epochs={p.pretrain_epochs}',
                    f'param_scheduler.milestones={p.pretrain_milestones()}',
                    f'train_dataloader.batch_size={p.pretrain_batch}',
                    f'train_dataloader.dataset.pipeline.1.scale={size}',
@@ -317,10 +373,13 @@ class ProtocolRun:
         return options
 
     def pretrain(self, backbone: str) -> dict:
+        from mmengine.config import Config
         config = osp.join(REPO, 'configs', CLASSIFIERS[backbone])
         work_dir = osp.join(self.work_dir, 'pretrain', backbone)
-        run_stage(train_cmd(config, work_dir, self.pretrain_options(), ['--auto-scale-lr']),
-                  osp.join(work_dir + '.log'))
+        options = self.pretrain_options()
+        self.validate_resume_point(config, work_dir, options, self.p.pretrain_epochs,
+                                   Config.fromfile(config).train_cfg.get('val_interval', 1))
+        run_stage(train_cmd(config, work_dir, options, ['--auto-scale-lr']), work_dir + '.log')
         checkpoint = osp.join(work_dir, f'epoch_{self.p.pretrain_epochs}.pth')
         if not osp.isfile(checkpoint):
             raise RuntimeError(f'pretraining ended without {checkpoint}')
@@ -352,9 +411,12 @@ class ProtocolRun:
         return options
 
     def finetune(self, case: Case, checkpoint: Optional[str]) -> dict:
+        config = osp.join(self.coco, case.config)
         work_dir = osp.join(self.work_dir, 'finetune', case.name)
-        run_stage(train_cmd(osp.join(self.coco, case.config), work_dir,
-                            self.finetune_options(case, checkpoint)), work_dir + '.log')
+        options = self.finetune_options(case, checkpoint)
+        self.validate_resume_point(config, work_dir, options, self.p.det_epochs,
+                                   self.p.val_interval)
+        run_stage(train_cmd(config, work_dir, options), work_dir + '.log')
         final = osp.join(work_dir, f'epoch_{self.p.det_epochs}.pth')
         if not osp.isfile(final):
             raise RuntimeError(f'fine-tuning ended without {final}')
