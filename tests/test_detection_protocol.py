@@ -183,6 +183,66 @@ def test_a_validation_missed_by_a_stop_is_run_before_the_resume(
     assert protocol.validated_epochs(12, 5) == [5, 10, 12]
 
 
+def test_pretrained_mask_rcnns_are_scored_on_training_images_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    full = protocol.PROTOCOLS['full']
+    run = protocol.ProtocolRun(full, str(tmp_path))
+    run.check_protocol()
+    assert [c.name for c in run.training_split_cases()] == [
+        'mask-rcnn_resnet18_pretrained', 'mask-rcnn_pdc-resnet18_pretrained']
+    ids = [5, 3, *range(100, 168)]  # 70 images, not in id order
+    images = [dict(id=i, file_name=f'{i:012d}.jpg', height=8, width=8) for i in ids]
+    annotations = [dict(id=10 * i + k, image_id=i, category_id=k) for i in ids
+                   for k in range(i % 3 + 1)]
+    train_ann = tmp_path / 'data' / 'fashion_coco' / 'annotations' / 'instances_train2017.json'
+    train_ann.parent.mkdir(parents=True)
+    train_ann.write_text(json.dumps(dict(images=images, annotations=annotations,
+                                         categories=[dict(id=0, name='a')], info={})))
+    subset = tmp_path / 'subset.json'
+    protocol.coco_subset(str(train_ann), 2, str(subset))  # the first two, in the file's order
+    written = json.loads(subset.read_text())
+    assert written['images'] == images[:2] and written['info'] == {}
+    assert sorted(a['id'] for a in written['annotations']) == [30, 50, 51, 52]
+    with pytest.raises(ValueError, match=r'images: 71; allowed: 1 to 70'):
+        protocol.coco_subset(str(train_ann), 71, str(subset))
+
+    case = run.training_split_cases()[1]
+    protocol.atomic_json(dict(checkpoint='/pdc.pth', top1=80.0),
+                        run.stage_file('pretrain-pdc-resnet18'))
+    with pytest.raises(RuntimeError, match='mask-rcnn_pdc-resnet18_pretrained has not finished'):
+        run.training_split_metrics(case)
+    protocol.atomic_json(dict(checkpoint='/det/epoch_12.pth', work_dir='/det', bbox_mAP=0.2,
+                              bbox_mAP_50=0.4, segm_mAP=0.1, segm_mAP_50=0.3),
+                         run.stage_file(f'finetune-{case.name}'))
+    commands = []
+
+    def fake_stage(cmd, log):
+        commands.append(cmd)
+        Path(cmd[cmd.index('--out') + 1]).write_text(json.dumps(
+            {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.5, 0.75, 0.25, 0.625))}))
+
+    monkeypatch.setattr(protocol, 'run_stage', fake_stage)
+    assert protocol.main(['training-split', str(tmp_path)]) == {case.name: dict(
+        bbox_mAP=0.5, bbox_mAP_50=0.75, segm_mAP=0.25, segm_mAP_50=0.625, images=64,
+        empty_evaluation=False)}
+    (test, ) = commands  # only the finished case, with its validation's settings but the subset
+    assert test[2:4] == [str(tmp_path / 'data' / 'fashion_coco' / case.config),
+                         '/det/epoch_12.pth']
+    ann_file = tmp_path / 'report' / 'training_split' / case.name / \
+        'instances_train2017_subset.json'
+    assert test[test.index('--cfg-options') + 1:] == run.finetune_options(case, '/pdc.pth') + [
+        f'test_dataloader.dataset.ann_file={ann_file}',
+        'test_dataloader.dataset.data_prefix.img=train2017/', f'test_evaluator.ann_file={ann_file}']
+    assert json.loads(ann_file.read_text())['images'] == images[:64]
+    run.training_split_metrics(case)  # kept: not run again
+    assert len(commands) == 1
+    results = run.results()
+    assert list(results['training_split']) == [case.name]
+    assert ('- mask-rcnn_pdc-resnet18_pretrained on 64 of its training images (the same test '
+            'settings): bbox mAP 0.500 (validation 0.200), segm mAP 0.250 (validation 0.100)'
+            ) in protocol.render_table(results)
+
+
 def _results(values: dict) -> dict:
     full = protocol.PROTOCOLS['full']
     cases = {}
@@ -299,6 +359,9 @@ def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
     assert (report / 'pretrain_curves.png').stat().st_size > 10_000
     drawn = sorted((report / 'predictions' / 'mask-rcnn_resnet18_pretrained').glob('vis/*.jpg'))
     assert len(drawn) == protocol.PROTOCOLS['short'].prediction_images
+    scored = results['training_split']['mask-rcnn_resnet18_pretrained']  # on 8 training images
+    assert scored['images'] == 8 and scored['empty_evaluation'] is False, scored
+    assert (report / 'training_split' / 'mask-rcnn_resnet18_pretrained.json').is_file()
     # had the stage been stopped during its last validation, the rerun would run that validation
     # with tools/test.py before resuming: the same numbers as the validation in training
     for scalars in Path(case['work_dir']).glob('*/vis_data/scalars.json'):

@@ -25,8 +25,10 @@ running with ``tools/test.py`` the validation it was stopped during, if any):
    comes from the classifier's final checkpoint (BN statistics recomputed by RecomputeBNHook).
    From scratch: no checkpoint, every stage trained and BN statistics learnt (``init_cfg=None``,
    ``frozen_stages=-1``, ``norm_eval=False``), everything else the same.
-4. ``report``: ``WORK/results.json``, loss / AP / accuracy curves, and the predictions of the
-   pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images.
+4. ``report``: ``WORK/results.json``, loss / AP / accuracy curves, the predictions of the
+   pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images, and the AP of
+   those two on as many training images as the validation split has (``training-split WORK``
+   runs that part as soon as they are finished).
 
 The protocol (sizes, iterations, seeds, what counts as "better") is fixed in :data:`PROTOCOLS`
 before any run; ``run`` refuses a work_dir started under a different protocol.
@@ -217,6 +219,33 @@ def resume_point(work_dir: str) -> Optional[Tuple[int, str]]:
     return int(match.group(1)), checkpoint
 
 
+def test_metrics(config: str, checkpoint: str, out_dir: str, options: List[str],
+                 log: str) -> dict:
+    """The metrics of ``checkpoint`` by ``tools/test.py config`` (``--cfg-options options``),
+    its files under ``out_dir``, its output appended to ``log``."""
+    metrics_file = osp.join(out_dir, 'metrics.json')
+    os.makedirs(out_dir, exist_ok=True)
+    run_stage([sys.executable, osp.join(TOOLS, 'test.py'), config, checkpoint, '--work-dir',
+               out_dir, '--out', metrics_file, '--out-item', 'metrics', '--cfg-options',
+               *options], log)
+    with open(metrics_file) as f:
+        return json.load(f)
+
+
+def coco_subset(ann_file: str, images: int, out: str) -> None:
+    """The first ``images`` images of a COCO annotation file (in its order), their annotations
+    and all categories, written to ``out``: mmdet's CocoMetric scores every image of its
+    ``ann_file``, so a subset needs a file of its own."""
+    with open(ann_file) as f:
+        coco = json.load(f)
+    if not 0 < images <= len(coco['images']):
+        raise ValueError(f'images: {images}; allowed: 1 to {len(coco["images"])} ({ann_file})')
+    kept = coco['images'][:images]
+    ids = {image['id'] for image in kept}
+    atomic_json(dict(coco, images=kept,
+                     annotations=[a for a in coco['annotations'] if a['image_id'] in ids]), out)
+
+
 def seconds_per_iter(work_dir: str) -> Optional[float]:
     """The median 'time' of the logged training iterations (mmengine's IterTimerHook)."""
     times = sorted(r['time'] for r in read_scalars(work_dir) if 'time' in r and 'loss' in r)
@@ -328,13 +357,8 @@ class ProtocolRun:
               'logged (the stage was stopped during it); running it on '
               f'{osp.basename(checkpoint)} with tools/test.py', flush=True)
         out_dir = osp.join(work_dir, f'{time.strftime("%Y%m%d_%H%M%S")}_validation-epoch_{epoch}')
-        metrics_file = osp.join(out_dir, 'metrics.json')
-        os.makedirs(osp.join(out_dir, 'vis_data'))
-        run_stage([sys.executable, osp.join(TOOLS, 'test.py'), config, checkpoint, '--work-dir',
-                   out_dir, '--out', metrics_file, '--out-item', 'metrics', '--cfg-options',
-                   *options], work_dir + '.log')
-        with open(metrics_file) as f:
-            record = dict(json.load(f), step=epoch)
+        record = dict(test_metrics(config, checkpoint, out_dir, options, work_dir + '.log'),
+                      step=epoch)
         from mmpoly.engine.saving import atomic_write
         atomic_write(json.dumps(record) + '\n', osp.join(out_dir, 'vis_data', 'scalars.json'))
         return record
@@ -427,10 +451,46 @@ class ProtocolRun:
                     seconds_per_iter=seconds_per_iter(work_dir))
 
     # report ----------------------------------------------------------------------------------
+    def training_split_cases(self) -> List[Case]:
+        """The cases also scored on training images: the pretrained Mask R-CNNs (the targets')."""
+        return [c for c in self.p.cases if c.detector == 'mask-rcnn' and c.pretrained]
+
+    def training_split_metrics(self, case: Case) -> dict:
+        """COCO metrics of a finished case's final checkpoint on the first ``coco_val`` training
+        images (as many as the validation split has), with the test settings of its validation.
+        Next to the validation AP, it tells a detector that has not fit its training images yet
+        (under-trained: both low) from one that fits them and does not carry it over to new
+        images (both apart). Kept in ``report/training_split/<case>.json``; a rerun reads it."""
+        path = osp.join(self.work_dir, 'report', 'training_split', f'{case.name}.json')
+        if osp.isfile(path):
+            with open(path) as f:
+                return json.load(f)
+        finished = self.done(f'finetune-{case.name}')
+        if finished is None:
+            raise RuntimeError(f'{case.name} has not finished: no final checkpoint to score')
+        out_dir = osp.join(self.work_dir, 'report', 'training_split', case.name)
+        ann_file = osp.join(out_dir, 'instances_train2017_subset.json')
+        coco_subset(osp.join(self.coco, 'annotations', 'instances_train2017.json'),
+                    self.p.coco_val, ann_file)
+        pretrained = self.done(f'pretrain-{case.backbone}') if case.pretrained else None
+        options = self.finetune_options(case, pretrained and pretrained['checkpoint']) + [
+            f'test_dataloader.dataset.ann_file={ann_file}',
+            'test_dataloader.dataset.data_prefix.img=train2017/',
+            f'test_evaluator.ann_file={ann_file}']
+        print(f'[protocol] {case.name}: scoring {osp.basename(finished["checkpoint"])} on '
+              f'{self.p.coco_val} training images', flush=True)
+        metrics = test_metrics(osp.join(self.coco, case.config), finished['checkpoint'], out_dir,
+                               options, osp.join(self.work_dir, 'report', 'report.log'))
+        result = dict({m: metrics.get(f'coco/{m}', 0.0) for m in METRICS},
+                      images=self.p.coco_val,
+                      empty_evaluation=not any(k.startswith('coco/') for k in metrics))
+        atomic_json(result, path)
+        return result
+
     def report(self, results: dict) -> dict:
-        """``results.json``, the curves and the prediction images of a complete run."""
+        """``results.json``, the curves, the prediction images and the training-split scores of
+        a complete run."""
         pretrained, cases = results['pretrain'], results['cases']
-        atomic_json(results, osp.join(self.work_dir, 'results.json'))
         report_dir = osp.join(self.work_dir, 'report')
         plot = [sys.executable, osp.join(TOOLS, 'analysis_tools', 'plot_curves.py')]
         runs = [c['work_dir'] for c in cases.values()]
@@ -451,6 +511,10 @@ class ProtocolRun:
                            case['checkpoint'], '--out-dir',
                            osp.join(report_dir, 'predictions', name)],
                           osp.join(report_dir, 'report.log'))
+        for case in self.training_split_cases():
+            self.training_split_metrics(case)
+        results = self.results()
+        atomic_json(results, osp.join(self.work_dir, 'results.json'))
         return results
 
     def stages(self) -> List[str]:
@@ -509,9 +573,15 @@ class ProtocolRun:
             if rows:
                 progress[case.name] = dict(epoch=rows[-1]['step'],
                                            **{m: rows[-1][f'coco/{m}'] for m in METRICS})
+        training_split = {}  # the scores on training images computed so far
+        for case in self.training_split_cases():
+            path = osp.join(self.work_dir, 'report', 'training_split', f'{case.name}.json')
+            if osp.isfile(path):
+                with open(path) as f:
+                    training_split[case.name] = json.load(f)
         return dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
                     findings=findings(self.p, cases), progress=progress,
-                    complete=None not in done.values())
+                    training_split=training_split, complete=None not in done.values())
 
     @classmethod
     def of_work_dir(cls, work_dir: str) -> 'ProtocolRun':
@@ -598,6 +668,15 @@ def render_table(results: Optional[dict]) -> str:
             lines.append(f'- unfinished, {name}: newest validation after epoch {row["epoch"]} '
                          f'of {p["det_epochs"]}: bbox mAP {row["bbox_mAP"]:.3f} (AP50 '
                          f'{row["bbox_mAP_50"]:.3f}), segm mAP {row["segm_mAP"]:.3f}')
+    for name, row in results.get('training_split', {}).items():
+        val = results['cases'].get(name)
+        if val is None:
+            continue
+        lines.append(f'- {name} on {row["images"]} of its training images (the same test '
+                     f'settings): bbox mAP {row["bbox_mAP"]:.3f} (validation '
+                     f'{val["bbox_mAP"]:.3f}), segm mAP {row["segm_mAP"]:.3f} (validation '
+                     f'{val["segm_mAP"]:.3f})' +
+                     (': the evaluation was empty' if row.get('empty_evaluation') else ''))
     for name in p['cases']:
         if results['cases'].get(name, {}).get('empty_evaluation'):
             lines.append(f'- {name}: no detection passed the test score threshold, so the COCO '
@@ -645,6 +724,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                      "sooner than one process; the last lane to finish writes the report")
     run.add_argument('--threads', type=int, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
+    scores = sub.add_parser(
+        'training-split', help='score the finished pretrained Mask R-CNN cases of a work_dir on '
+        'training images (the report does it too; this runs it before the other cases finish)')
+    scores.add_argument('work_dir')
+    scores.add_argument('--threads', type=int, default=None, help='as for run')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
     table.add_argument('results', help="results.json of a run, or a run's work_dir (its "
                        "finished stages, while it is still going)")
@@ -656,15 +740,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
     args = parse_args(argv)
+    if args.command in ('run', 'training-split') and args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f'--threads: {args.threads}; allowed: an integer >= 1')
+        CHILD_ENV.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    if args.command == 'training-split':
+        run = ProtocolRun.of_work_dir(args.work_dir)
+        scored = {c.name: run.training_split_metrics(c) for c in run.training_split_cases()
+                  if run.done(f'finetune-{c.name}') is not None}
+        print(json.dumps(scored, indent=2))
+        return scored
     if args.command == 'run':
         work_dir = args.work_dir or osp.join(
             'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
                                                  else f'_{args.protocol}'))
-        if args.threads is not None:
-            if args.threads < 1:
-                raise ValueError(f'--threads: {args.threads}; allowed: an integer >= 1')
-            CHILD_ENV.update(OMP_NUM_THREADS=str(args.threads),
-                             MKL_NUM_THREADS=str(args.threads))
         results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run(args.backbone)
         if results is not None:
             print(render_table(results))
