@@ -668,9 +668,9 @@ def render_table(results: Optional[dict]) -> str:
             lines.append(f'- unfinished, {name}: newest validation after epoch {row["epoch"]} '
                          f'of {p["det_epochs"]}: bbox mAP {row["bbox_mAP"]:.3f} (AP50 '
                          f'{row["bbox_mAP_50"]:.3f}), segm mAP {row["segm_mAP"]:.3f}')
-    for name, row in results.get('training_split', {}).items():
-        val = results['cases'].get(name)
-        if val is None:
+    for name in p['cases']:  # in the protocol's order (the JSON's keys are sorted)
+        row, val = results.get('training_split', {}).get(name), results['cases'].get(name)
+        if row is None or val is None:
             continue
         lines.append(f'- {name} on {row["images"]} of its training images (the same test '
                      f'settings): bbox mAP {row["bbox_mAP"]:.3f} (validation '
