@@ -19,8 +19,8 @@ needs_fashion_mnist = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_fashion_mnist
 def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
-    """First in the file: tests/conftest.py starts this file first, and with this 25-minute test
-    first, its worker takes no other file until it is done.
+    """First in the file: while this 25-minute test runs, its xdist worker has the file's other
+    tests pending and takes no other file (--dist loadfile) to wait behind it.
 
     The whole protocol at its short size: ResNet18 pretrained 5 epochs on 2,000 images of
     32×32, then Mask R-CNN fine-tuned 36 epochs (288 steps) on 16 Fashion-COCO images of

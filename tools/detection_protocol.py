@@ -455,13 +455,16 @@ class ProtocolRun:
         """The cases also scored on training images: the pretrained Mask R-CNNs (the targets')."""
         return [c for c in self.p.cases if c.detector == 'mask-rcnn' and c.pretrained]
 
+    def training_split_file(self, case: Case) -> str:
+        return osp.join(self.work_dir, 'report', 'training_split', f'{case.name}.json')
+
     def training_split_metrics(self, case: Case) -> dict:
         """COCO metrics of a finished case's final checkpoint on the first ``coco_val`` training
         images (as many as the validation split has), with the test settings of its validation.
         Next to the validation AP, it tells a detector that has not fit its training images yet
         (under-trained: both low) from one that fits them and does not carry it over to new
         images (both apart). Kept in ``report/training_split/<case>.json``; a rerun reads it."""
-        path = osp.join(self.work_dir, 'report', 'training_split', f'{case.name}.json')
+        path = self.training_split_file(case)
         if osp.isfile(path):
             with open(path) as f:
                 return json.load(f)
@@ -575,10 +578,8 @@ class ProtocolRun:
                                            **{m: rows[-1][f'coco/{m}'] for m in METRICS})
         training_split = {}  # the scores on training images computed so far
         for case in self.training_split_cases():
-            path = osp.join(self.work_dir, 'report', 'training_split', f'{case.name}.json')
-            if osp.isfile(path):
-                with open(path) as f:
-                    training_split[case.name] = json.load(f)
+            if osp.isfile(self.training_split_file(case)):
+                training_split[case.name] = self.training_split_metrics(case)  # reads the file
         return dict(protocol=self.p.to_json(), pretrain=pretrained, cases=cases,
                     findings=findings(self.p, cases), progress=progress,
                     training_split=training_split, complete=None not in done.values())

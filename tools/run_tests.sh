@@ -16,8 +16,6 @@ case "$WORKERS" in
     ''|*[!0-9]*) echo "MMPOLY_TEST_WORKERS must be a whole number (0 = no worker processes), got '$WORKERS'" >&2; exit 2 ;;
 esac
 XDIST=()
-# --no-loadscope-reorder: the files in tests/conftest.py's order (the longest first), not
-# xdist's (the most tests first), so the workers end together
-if [ "$WORKERS" -gt 0 ]; then XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder); fi
+if [ "$WORKERS" -gt 0 ]; then XDIST=(-n "$WORKERS" --dist loadfile); fi
 cd "$REPO"
 exec "$VENV/bin/python" -m pytest tests "${XDIST[@]}" "$@"
