@@ -228,6 +228,27 @@ def test_detector_input_too_small(tool):
         tool.setup(args.configs[0], args, with_flops=False)
 
 
+def test_channels_last_is_refused_for_detectors(tool):
+    """mmcv's RoIAlign reads its input as NCHW memory: on a channels-last map it returns other
+    values, with no error. A channels-last detector step would time a different computation, so
+    the tool refuses it (if mmcv ever handles the layout, the first assertion fails and the
+    refusal can go)."""
+    from mmcv.ops import roi_align
+    torch.manual_seed(0)
+    feats = torch.randn(2, 8, 16, 20)
+    rois = torch.tensor([[0, 1., 1., 10., 12.], [1, 3., 2., 15., 9.]])
+    nchw = roi_align(feats, rois, (7, 7), 0.5, 2, 'avg', True)
+    nhwc = roi_align(feats.contiguous(memory_format=torch.channels_last), rois, (7, 7), 0.5, 2,
+                     'avg', True)
+    assert not torch.allclose(nchw, nhwc)
+    args = tool.parse_args(['configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py', '--baseline',
+                            'configs/mask-rcnn_resnet18_fpn_1x_coco.py', '--input-size', '128',
+                            '128', '--channels-last'])
+    with pytest.raises(ValueError, match="--channels-last: .*mask-rcnn_pdc-resnet18_fpn_1x_coco"
+                       r"\.py is a detector, and mmcv's RoIAlign"):
+        tool.setup(args.configs[0], args, with_flops=False)
+
+
 @pytest.mark.usefixtures('restore_torch_settings')
 def test_saved_activations_scale_with_the_batch(tool):
     """The activation memory is exact: twice the batch saves twice the bytes (up to the

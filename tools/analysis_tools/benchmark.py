@@ -352,6 +352,13 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
         shape = (shape[0], 800, 1333)
     if args.input_size:
         shape = (shape[0], *args.input_size)
+    if detector and args.channels_last:
+        # mmcv's RoIAlign (CPU and CUDA) indexes its input as NCHW memory: on channels-last FPN
+        # maps it returns wrong values without an error (checked against NCHW: off by up to 2.8
+        # on a random map), so the step would time a detector that is not the config's.
+        raise ValueError(f'--channels-last: {config} is a detector, and mmcv\'s RoIAlign reads '
+                         'its feature maps as NCHW memory (wrong values on channels_last); '
+                         'use --channels-last with classifiers only')
     if detector and min(shape[1:]) < 64:
         raise ValueError(f'--input-size: a detector needs H and W >= 64 (its FPN reaches '
                          f'stride 64), got {shape[1]} {shape[2]}')
