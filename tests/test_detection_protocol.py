@@ -115,7 +115,7 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
     assert ran == ['data', 'resnet18', ('mask-rcnn_resnet18_pretrained', '/resnet18.pth'),
                    ('mask-rcnn_resnet18_scratch', None),
                    ('cascade-mask-rcnn_resnet18_pretrained', '/resnet18.pth')]
-    assert 'report waits for the other lane' in capsys.readouterr().out and not reported
+    assert 'report waits for the stages not done yet' in capsys.readouterr().out and not reported
     # the table of a run still going: its finished cases, which are not yet, and the newest
     # validation of one that is training
     coco = {f'coco/{m}': v for m, v in zip(protocol.METRICS, (0.1, 0.2, 0.3, 0.4))}
@@ -143,6 +143,31 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
     with pytest.raises(ValueError, match="--threads: 0; allowed: an integer >= 1"):
         protocol.main(['run', '--threads', '0', '--work-dir', str(tmp_path / 'none')])
     assert not (tmp_path / 'none').exists()
+
+
+def test_case_selection_runs_those_cases_and_only_the_pretraining_they_need(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path))
+    ran = []
+    monkeypatch.setattr(run, 'data', lambda: ran.append('data') or {})
+    monkeypatch.setattr(run, 'pretrain',
+                        lambda b: ran.append(b) or dict(checkpoint=f'/{b}.pth', top1=80.0))
+    monkeypatch.setattr(run, 'finetune', lambda c, k: ran.append((c.name, k)) or dict(bbox_mAP=0))
+    with pytest.raises(ValueError, match=r"--case: \['mask-rcnn_resnet50_scratch'\] is not in "
+                       r"protocol 'full'; allowed: \['mask-rcnn_resnet18_pretrained'"):
+        run.run(cases=['mask-rcnn_resnet50_scratch'])
+    with pytest.raises(ValueError, match=r"no case of the protocol is both"):
+        run.run(['resnet18'], ['mask-rcnn_pdc-resnet18_scratch'])
+    assert ran == []
+    # a scratch case needs no pretraining
+    assert run.run(cases=['mask-rcnn_pdc-resnet18_scratch']) is None
+    assert ran == ['data', ('mask-rcnn_pdc-resnet18_scratch', None)]
+    ran.clear()  # a pretrained case: its classifier's pretraining first, then the case
+    assert run.run(cases=['cascade-mask-rcnn_resnet18_pretrained']) is None
+    assert ran == ['resnet18', ('cascade-mask-rcnn_resnet18_pretrained', '/resnet18.pth')]
+    args = protocol.parse_args(['run', '--case', 'mask-rcnn_resnet18_scratch',
+                                'mask-rcnn_pdc-resnet18_scratch'])
+    assert args.case == ['mask-rcnn_resnet18_scratch', 'mask-rcnn_pdc-resnet18_scratch']
 
 
 def test_table_of_a_work_dir_needs_a_known_protocol(tmp_path: Path) -> None:
@@ -344,6 +369,52 @@ def test_table_rows_and_page_round_trip(tmp_path: Path) -> None:
     assert protocol.table_in(text) == table
     assert json.loads((tmp_path / protocol.RESULTS_NEXT_TO_PAGE).read_text()) == \
         json.loads(results.read_text())
+
+
+def test_results_of_separate_runs_merge_into_one_table(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """A run that has the pretrained cases and one that has the scratch cases (e.g. run again
+    after the first one's work_dir was lost) give the table of both, with the findings that
+    need both; conflicting or foreign results are refused."""
+    whole = _results(VALUES)
+    pretrained, scratch = (
+        dict(whole, cases={n: c for n, c in whole['cases'].items() if c['pretrained'] == kept},
+             pretrain=dict(resnet18=dict(top1=80.0)) if kept else {},
+             findings={}, complete=False) for kept in (True, False))
+    scratch['progress'] = {'mask-rcnn_resnet18_pretrained': dict(epoch=2)}  # finished elsewhere
+    paths = []
+    for name, part in (('pretrained', pretrained), ('scratch', scratch)):
+        paths.append(tmp_path / f'{name}.json')
+        paths[-1].write_text(json.dumps(part))
+    page = tmp_path / 'detection.md'
+    page.write_text(f'{protocol.TABLE_START}\n{protocol.TABLE_END}\n')
+    merged = protocol.main(['table', *map(str, paths), '--write', str(page)])
+    assert merged['cases'] == whole['cases'] and merged['findings'] == whole['findings']
+    assert merged['pretrain'] == {'resnet18': dict(top1=80.0)} and merged['progress'] == {}
+    assert not merged['complete']  # pdc-resnet18's pretraining is in neither part
+    assert merged['merged_from'] == [
+        dict(source=str(paths[0]), cases=sorted(pretrained['cases'])),
+        dict(source=str(paths[1]), cases=sorted(scratch['cases']))]
+    table = protocol.table_in(page.read_text())
+    assert table == capsys.readouterr().out.strip('\n')
+    assert '- resnet18: pretrained beats scratch (bbox mAP by ≥ 0.02): no' in table
+    assert ('- cases merged from 2 runs of this protocol: run 1: '
+            'cascade-mask-rcnn_pdc-resnet18_pretrained, ') in table
+    rows = [line for line in table.splitlines() if line.startswith('| ')]
+    assert len(rows) == 1 + 6  # the header and the six cases
+    # merging the merged results again keeps the runs they came from
+    again = protocol.merge_results([merged, scratch], ['docs', 'scratch again'])
+    assert again['merged_from'][:2] == merged['merged_from'] and len(again['merged_from']) == 3
+    conflict = dict(scratch, cases=dict(scratch['cases']))
+    conflict['cases']['mask-rcnn_resnet18_scratch'] = dict(
+        conflict['cases']['mask-rcnn_resnet18_scratch'], bbox_mAP=0.5)
+    with pytest.raises(ValueError, match=r"cases\['mask-rcnn_resnet18_scratch'\] differs between "
+                       r"scratch and conflict"):
+        protocol.merge_results([scratch, conflict], ['scratch', 'conflict'])
+    short = dict(scratch, protocol=protocol.PROTOCOLS['short'].to_json())
+    with pytest.raises(ValueError, match=r"short: protocol 'short' differs from that of "
+                       r"scratch in \[.*'coco_train'"):
+        protocol.merge_results([scratch, short], ['scratch', 'short'])
 
 
 def test_docs_table_agrees_with_its_results_json() -> None:

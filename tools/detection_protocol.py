@@ -525,25 +525,39 @@ class ProtocolRun:
         return ['data', *(f'pretrain-{b}' for b in self.p.classifiers),
                 *(f'finetune-{c.name}' for c in self.p.cases)]
 
-    def run(self, backbones: Optional[Sequence[str]] = None) -> Optional[dict]:
+    def run(self, backbones: Optional[Sequence[str]] = None,
+            cases: Optional[Sequence[str]] = None) -> Optional[dict]:
         """Run (or resume) the stages of ``backbones`` (default: all), then the report once
-        every stage of the protocol is done; ``None`` while another lane's stages remain."""
+        every stage of the protocol is done; ``None`` while other stages remain.
+
+        ``cases`` (names, default: all) runs only those fine-tuning stages, and of the
+        pretraining stages only the ones they need: e.g. the from-scratch cases alone, which
+        need none."""
         unknown = sorted(set(backbones or ()) - set(self.p.classifiers))
         if unknown:
             raise ValueError(f'--backbone: {unknown} is not in protocol {self.p.name!r}; '
                              f'allowed: {list(self.p.classifiers)}')
+        names = [c.name for c in self.p.cases]
+        unknown = sorted(set(cases or ()) - set(names))
+        if unknown:
+            raise ValueError(f'--case: {unknown} is not in protocol {self.p.name!r}; '
+                             f'allowed: {names}')
         lane = set(backbones or self.p.classifiers)
+        selected = [c for c in self.p.cases
+                    if c.backbone in lane and (cases is None or c.name in cases)]
+        if not selected:
+            raise ValueError(f'--case {list(cases or ())} with --backbone {sorted(lane)}: no '
+                             'case of the protocol is both; allowed: cases of those backbones')
+        pretrain = lane if cases is None else {c.backbone for c in selected if c.pretrained}
         os.makedirs(self.work_dir, exist_ok=True)
         self.check_protocol()
         with open(osp.join(self.work_dir, '.data.lock'), 'w') as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one lane writes the data, the other waits
             self.stage('data', self.data)
         for backbone in self.p.classifiers:
-            if backbone in lane:
+            if backbone in pretrain:
                 self.stage(f'pretrain-{backbone}', lambda b=backbone: self.pretrain(b))
-        for case in self.p.cases:
-            if case.backbone not in lane:
-                continue
+        for case in selected:
             if case.pretrained:
                 pretrained = self.done(f'pretrain-{case.backbone}')
                 checkpoint = pretrained['checkpoint']
@@ -554,7 +568,8 @@ class ProtocolRun:
         results = self.results()
         if not results['complete']:
             missing = [s for s in self.stages() if self.done(s) is None]
-            print(f'[protocol] report waits for the other lane: {missing}', flush=True)
+            print(f'[protocol] report waits for the stages not done yet (another lane or '
+                  f'--case): {missing}', flush=True)
             return None
         return self.report(results)
 
@@ -629,6 +644,51 @@ def findings(p: Protocol, cases: Dict[str, dict]) -> dict:
     return out
 
 
+def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
+    """One results JSON from those of several runs of one protocol, e.g. lanes run on separate
+    machines, or a run whose work_dir was lost and the cases it lacks run again in another: the
+    union of their pretraining, finished cases and training-split scores, the findings computed
+    again from that union. ``labels`` name the parts: ``merged_from`` lists each with the cases
+    it finished.
+
+    Refuses parts of different protocols, and a case or pretraining finished in two parts with
+    different results (one seed each: there is no rule for choosing between them)."""
+    if len(parts) != len(labels) or not parts:
+        raise ValueError(f'{len(parts)} results with {len(labels)} labels; allowed: one per part')
+    fixed = parts[0]['protocol']
+    for label, part in zip(labels[1:], parts[1:]):
+        if part['protocol'] != fixed:
+            changed = sorted(k for k in fixed if fixed[k] != part['protocol'].get(k))
+            raise ValueError(f'{label}: protocol {part["protocol"]["name"]!r} differs from '
+                             f'that of {labels[0]} in {changed}; only results of one protocol '
+                             'merge')
+    known = [p for p in PROTOCOLS.values() if p.to_json() == fixed]
+    if not known:
+        raise ValueError(f'{labels[0]}: its protocol is none of the protocols of this version '
+                         f'({sorted(PROTOCOLS)})')
+    merged: dict = dict(pretrain={}, cases={}, training_split={}, progress={})
+    origin: Dict[Tuple[str, str], str] = {}
+    for label, part in zip(labels, parts):
+        for key in ('pretrain', 'cases', 'training_split'):
+            for name, value in part.get(key, {}).items():
+                if name in merged[key] and merged[key][name] != value:
+                    raise ValueError(f'{key}[{name!r}] differs between {origin[key, name]} and '
+                                     f'{label}; allowed: a case finished in one of the parts, '
+                                     'or the same results in each')
+                merged[key][name], origin[key, name] = value, label
+    for part in parts:  # the newest validation of each case that no part finished
+        for name, row in part.get('progress', {}).items():
+            if name not in merged['cases'] and \
+                    row['epoch'] > merged['progress'].get(name, {'epoch': -1})['epoch']:
+                merged['progress'][name] = row
+    protocol = known[0]
+    return dict(merged, protocol=fixed, findings=findings(protocol, merged['cases']),
+                complete=all(c.name in merged['cases'] for c in protocol.cases) and
+                all(b in merged['pretrain'] for b in protocol.classifiers),
+                merged_from=[m for label, part in zip(labels, parts) for m in part.get(
+                    'merged_from', [dict(source=label, cases=sorted(part.get('cases', {})))])])
+
+
 # --------------------------------------------------------------------------- the docs table
 
 
@@ -655,6 +715,11 @@ def render_table(results: Optional[dict]) -> str:
         lines.append('| ' + ' | '.join(cells) + ' |')
     f = results['findings']
     lines.append('')
+    if results.get('merged_from'):
+        runs = results['merged_from']
+        lines.append(f'- cases merged from {len(runs)} runs of this protocol: ' + '; '.join(
+            f'run {i}: {", ".join(run["cases"]) or "no finished case"}'
+            for i, run in enumerate(runs, 1)))
     if results['pretrain']:
         lines.append('- pretraining top-1 (Fashion-MNIST in the ImageNet layout, '
                      f'{p["image_size"]}×{p["image_size"]}, {p["pretrain_epochs"]} epochs): ' +
@@ -723,6 +788,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                      help="run only this backbone's stages (a lane); on 2 cores two lanes of "
                      "one thread each, started side by side on the same --work-dir, finish "
                      "sooner than one process; the last lane to finish writes the report")
+    run.add_argument('--case', nargs='+', default=None, metavar='CASE',
+                     help='run only these fine-tuning cases (e.g. '
+                     'mask-rcnn_resnet18_scratch) and the pretraining they need')
     run.add_argument('--threads', type=int, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
     scores = sub.add_parser(
@@ -731,8 +799,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     scores.add_argument('work_dir')
     scores.add_argument('--threads', type=int, default=None, help='as for run')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
-    table.add_argument('results', help="results.json of a run, or a run's work_dir (its "
-                       "finished stages, while it is still going)")
+    table.add_argument('results', nargs='+',
+                       help="results.json of a run, or a run's work_dir (its finished stages, "
+                       "while it is still going); several (of one protocol) are merged")
     table.add_argument('--write', metavar='PAGE',
                        help=f'replace the table block of this page and copy the JSON next to it '
                        f'({RESULTS_NEXT_TO_PAGE})')
@@ -755,15 +824,19 @@ def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
         work_dir = args.work_dir or osp.join(
             'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
                                                  else f'_{args.protocol}'))
-        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run(args.backbone)
+        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run(args.backbone,
+                                                                      args.case)
         if results is not None:
             print(render_table(results))
         return results
-    if osp.isdir(args.results):
-        results = ProtocolRun.of_work_dir(args.results).results()
-    else:
-        with open(args.results) as f:
-            results = json.load(f)
+    parts = []
+    for source in args.results:
+        if osp.isdir(source):
+            parts.append(ProtocolRun.of_work_dir(source).results())
+        else:
+            with open(source) as f:
+                parts.append(json.load(f))
+    results = parts[0] if len(parts) == 1 else merge_results(parts, args.results)
     table = render_table(results)
     if args.write:  # the page's table and, next to it, the JSON it was generated from
         from mmpoly.engine.saving import atomic_write
