@@ -649,7 +649,7 @@ def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
     machines, or a run whose work_dir was lost and the cases it lacks run again in another: the
     union of their pretraining, finished cases and training-split scores, the findings computed
     again from that union. ``labels`` name the parts: ``merged_from`` lists each with the cases
-    it finished.
+    it finished, once (merging merged results again with one of their parts adds nothing).
 
     Refuses parts of different protocols, and a case or pretraining finished in two parts with
     different results (one seed each: there is no rule for choosing between them)."""
@@ -668,14 +668,20 @@ def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
                          f'({sorted(PROTOCOLS)})')
     merged: dict = dict(pretrain={}, cases={}, training_split={}, progress={})
     origin: Dict[Tuple[str, str], str] = {}
+    runs: List[dict] = []  # the runs the results come from, each with its finished cases
     for label, part in zip(labels, parts):
+        new = False
         for key in ('pretrain', 'cases', 'training_split'):
             for name, value in part.get(key, {}).items():
                 if name in merged[key] and merged[key][name] != value:
                     raise ValueError(f'{key}[{name!r}] differs between {origin[key, name]} and '
                                      f'{label}; allowed: a case finished in one of the parts, '
                                      'or the same results in each')
+                new |= name not in merged[key]
                 merged[key][name], origin[key, name] = value, label
+        if new:  # a part that repeats results already merged (merging again) adds no run
+            runs += [run for run in part.get('merged_from', [
+                dict(source=label, cases=sorted(part.get('cases', {})))]) if run not in runs]
     for part in parts:  # the newest validation of each case that no part finished
         for name, row in part.get('progress', {}).items():
             if name not in merged['cases'] and \
@@ -685,8 +691,7 @@ def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
     return dict(merged, protocol=fixed, findings=findings(protocol, merged['cases']),
                 complete=all(c.name in merged['cases'] for c in protocol.cases) and
                 all(b in merged['pretrain'] for b in protocol.classifiers),
-                merged_from=[m for label, part in zip(labels, parts) for m in part.get(
-                    'merged_from', [dict(source=label, cases=sorted(part.get('cases', {})))])])
+                merged_from=runs)
 
 
 # --------------------------------------------------------------------------- the docs table
@@ -747,14 +752,17 @@ def render_table(results: Optional[dict]) -> str:
         if results['cases'].get(name, {}).get('empty_evaluation'):
             lines.append(f'- {name}: no detection passed the test score threshold, so the COCO '
                          f'evaluation was empty (AP 0 by definition)')
-    for backbone, beats in f['pretrained_beats_scratch'].items():
+    # the findings in the order findings() makes them (a stored JSON has its keys sorted)
+    order = list(findings(PROTOCOLS['full'], {})['pdc_minus_resnet18'])
+    for backbone, beats in sorted(f['pretrained_beats_scratch'].items(),
+                                  key=lambda item: list(CLASSIFIERS).index(item[0])):
         if beats is not None:
             lines.append(f'- {backbone}: pretrained beats scratch (bbox mAP by ≥ '
                          f'{p["better_margin"]}): {"yes" if beats else "no"}')
-    for key, diff in f['pdc_minus_resnet18'].items():
+    for key, diff in sorted(f['pdc_minus_resnet18'].items(), key=lambda i: order.index(i[0])):
         if diff is not None:
             lines.append(f'- PDC-ResNet18 − ResNet18, {key}: {diff:+.3f}')
-    for key, met in f['targets'].items():
+    for key, met in sorted(f['targets'].items(), key=lambda item: 'segm' in item[0]):
         if met is not None:
             lines.append(f'- target {key}: {"met" if met else "not met"}')
     return '\n'.join(lines)
