@@ -422,6 +422,10 @@ def test_results_of_separate_runs_merge_into_one_table(tmp_path: Path,
     with pytest.raises(ValueError, match=r"short: protocol 'short' differs from that of "
                        r"scratch in \[.*'coco_train'"):
         protocol.merge_results([scratch, short], ['scratch', 'short'])
+    changed = dict(scratch, protocol=dict(scratch['protocol'], coco_train=17))
+    with pytest.raises(ValueError, match=r"changed: its protocol is none of the protocols of "
+                       r"this version"):
+        protocol.merge_results([changed], ['changed'])
 
 
 def test_docs_table_agrees_with_its_results_json() -> None:

@@ -606,12 +606,16 @@ class ProtocolRun:
         if not osp.isfile(path):
             raise FileNotFoundError(f'{work_dir} is not a protocol work_dir: no protocol.json')
         with open(path) as f:
-            fixed = json.load(f)
-        known = {name: p for name, p in PROTOCOLS.items() if p.to_json() == fixed}
-        if not known:
-            raise ValueError(f'{path} is none of the protocols of this version '
-                             f'({sorted(PROTOCOLS)}): it was changed after the run began')
-        return cls(next(iter(known.values())), work_dir)
+            return cls(protocol_of(json.load(f), path), work_dir)
+
+
+def protocol_of(fixed: dict, source: str) -> Protocol:
+    """The protocol of this version whose JSON is ``fixed`` (read from ``source``)."""
+    for protocol in PROTOCOLS.values():
+        if protocol.to_json() == fixed:
+            return protocol
+    raise ValueError(f'{source}: its protocol is none of the protocols of this version '
+                     f'({sorted(PROTOCOLS)}): it was changed after the run began')
 
 
 def findings(p: Protocol, cases: Dict[str, dict]) -> dict:
@@ -662,10 +666,7 @@ def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
             raise ValueError(f'{label}: protocol {part["protocol"]["name"]!r} differs from '
                              f'that of {labels[0]} in {changed}; only results of one protocol '
                              'merge')
-    known = [p for p in PROTOCOLS.values() if p.to_json() == fixed]
-    if not known:
-        raise ValueError(f'{labels[0]}: its protocol is none of the protocols of this version '
-                         f'({sorted(PROTOCOLS)})')
+    protocol = protocol_of(fixed, labels[0])
     merged: dict = dict(pretrain={}, cases={}, training_split={}, progress={})
     origin: Dict[Tuple[str, str], str] = {}
     runs: List[dict] = []  # the runs the results come from, each with its finished cases
@@ -687,7 +688,6 @@ def merge_results(parts: Sequence[dict], labels: Sequence[str]) -> dict:
             if name not in merged['cases'] and \
                     row['epoch'] > merged['progress'].get(name, {'epoch': -1})['epoch']:
                 merged['progress'][name] = row
-    protocol = known[0]
     return dict(merged, protocol=fixed, findings=findings(protocol, merged['cases']),
                 complete=all(c.name in merged['cases'] for c in protocol.cases) and
                 all(b in merged['pretrain'] for b in protocol.classifiers),
@@ -752,17 +752,21 @@ def render_table(results: Optional[dict]) -> str:
         if results['cases'].get(name, {}).get('empty_evaluation'):
             lines.append(f'- {name}: no detection passed the test score threshold, so the COCO '
                          f'evaluation was empty (AP 0 by definition)')
-    # the findings in the order findings() makes them (a stored JSON has its keys sorted)
-    order = list(findings(PROTOCOLS['full'], {})['pdc_minus_resnet18'])
-    for backbone, beats in sorted(f['pretrained_beats_scratch'].items(),
-                                  key=lambda item: list(CLASSIFIERS).index(item[0])):
+    # each group in the order findings() makes it: a stored JSON has its keys sorted
+    order = findings(PROTOCOLS['full'], {})
+
+    def in_order(group: str) -> List[Tuple[str, object]]:
+        rank = {key: i for i, key in enumerate(order[group])}
+        return sorted(f[group].items(), key=lambda item: rank.get(item[0], len(rank)))
+
+    for backbone, beats in in_order('pretrained_beats_scratch'):
         if beats is not None:
             lines.append(f'- {backbone}: pretrained beats scratch (bbox mAP by ≥ '
                          f'{p["better_margin"]}): {"yes" if beats else "no"}')
-    for key, diff in sorted(f['pdc_minus_resnet18'].items(), key=lambda i: order.index(i[0])):
+    for key, diff in in_order('pdc_minus_resnet18'):
         if diff is not None:
             lines.append(f'- PDC-ResNet18 − ResNet18, {key}: {diff:+.3f}')
-    for key, met in sorted(f['targets'].items(), key=lambda item: 'segm' in item[0]):
+    for key, met in in_order('targets'):
         if met is not None:
             lines.append(f'- target {key}: {"met" if met else "not met"}')
     return '\n'.join(lines)
