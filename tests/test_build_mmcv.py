@@ -163,8 +163,46 @@ def test_offline_build_from_a_local_folder_patches_and_times(tmp_path):
     timing = (out / 'build_time.txt').read_text()
     assert timing.startswith('mmcv 2.1.0 cpu build: ') and ' s (' in timing
     assert 'torch 2.14.1' in timing and timing in proc.stderr  # printed and written
+    assert timing.rstrip().endswith(f'parallel jobs on {len(os.sched_getaffinity(0))} cores')
     with zipfile.ZipFile(wheels[0]) as wheel:
         assert any(name.endswith('METADATA') for name in wheel.namelist())
+
+
+def test_build_only_builds_and_installs_nothing(tmp_path):
+    """--build-only: the wheel for another machine (e.g. a GPU node with the same Python and
+    torch) is built into MMPOLY_WHEELS and its path printed; nothing is installed."""
+    links = _standin_sdist(tmp_path / 'wheelhouse')
+    out = tmp_path / 'wheels'
+    proc = _bash(f'main --build-only --find-links {links}', probe='2.14.1 none none',
+                 env={'PIP_NO_INDEX': '1', 'MMPOLY_WHEELS': str(out), 'MMCV_CXX_STD': 'c++20'})
+    assert proc.returncode == 0, proc.stderr
+    wheels = list(out.glob('mmcv-2.1.0-*.whl'))
+    assert len(wheels) == 1 and proc.stdout.strip() == str(wheels[0])
+    assert 'installed' not in proc.stderr and 'building mmcv 2.1.0 (cpu' in proc.stderr
+    again = _bash(f'main --build-only --find-links {links}', probe='2.14.1 none none',
+                  env={'PIP_NO_INDEX': '1', 'MMPOLY_WHEELS': str(out), 'MMCV_CXX_STD': 'c++20'})
+    assert again.returncode == 0 and 'using the cached wheel' in again.stderr
+    both = _bash('main --build-only --stack', probe='2.14.1 none none')
+    assert both.returncode == 1 and 'cannot be combined with --stack' in both.stderr
+
+
+def test_stack_is_checked_after_mmcv_is_installed(tmp_path):
+    """--stack on a machine without mmcv (a fresh GPU node): mmpretrain and mmdet import mmcv,
+    so their import check runs after the mmcv wheel is installed, not before."""
+    wheels = tmp_path / 'wheels'
+    wheels.mkdir()
+    (wheels / 'mmcv-2.1.0-cp312-cp312-linux_x86_64.whl').write_text('')
+    fake_python = tmp_path / 'python'
+    fake_python.write_text('#!/bin/sh\necho "python $*"\n')
+    fake_python.chmod(0o755)
+    body = (f'install_stack() {{ echo install_stack; }}\ncheck_stack() {{ echo check_stack; }}\n'
+            f'PYTHON={fake_python} main --stack')
+    proc = _bash(body, probe='2.14.1 none none', env={'MMPOLY_WHEELS': str(wheels)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    install_mmcv = next(i for i, line in enumerate(lines) if 'install' in line and
+                        'mmcv-2.1.0' in line)
+    assert lines.index('install_stack') < install_mmcv < lines.index('check_stack'), lines
 
 
 def test_patch_setup(tmp_path):

@@ -138,6 +138,31 @@ def test_speed_table_of_a_benchmark_json_output(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- README
 
 
+def test_gpu_report_block_is_the_reports_tables(tmp_path, monkeypatch):
+    """A ``gpu-report PATH`` block is gpu_tables.py's tables of that report.json."""
+    report_file = tmp_path / 'gpu' / 'reports' / '2026-12-01' / 'report.json'
+    report_file.parent.mkdir(parents=True)
+    steps = [dict(name='mmcv_check', status='ok', seconds=9,
+                  result=dict(mmcv='2.1.0', cuda_ops=True, build_time='mmcv 2.1.0 cuda 9.0 '
+                              'build: 2000 s')),
+             dict(name='finetune', status='ok', seconds=80, result=None),
+             dict(name='finetune_eval', status='ok', seconds=20,
+                  result={'coco/bbox_mAP': 0.25, 'coco/segm_mAP': 0.2})]
+    report_file.write_text(json.dumps(dict(
+        device='cuda', device_name='NVIDIA H100 80GB HBM3', torch='2.11.0+cu130', cuda='13.0',
+        python='3.12.3', date='2026-12-01T10:00:00Z', budget_s=540, elapsed_s=500,
+        steps=steps)))
+    monkeypatch.setattr(gen_tables, 'BENCHMARKS', tmp_path)
+    block = gen_tables.render('gpu-report gpu/reports/2026-12-01/report.json',
+                              tmp_path / 'speed.md', None)
+    assert block.startswith('Measured on NVIDIA H100 80GB HBM3 (cuda), torch 2.11.0+cu130, '
+                            'CUDA 13.0, Python 3.12.3, 2026-12-01T10:00:00Z')
+    assert 'COCO bbox mAP 0.250, segm mAP 0.200' in block and '(80 s)' in block
+    assert 'CUDA ops yes; build: mmcv 2.1.0 cuda 9.0 build: 2000 s' in block
+    with pytest.raises(ValueError, match='no file benchmarks/gpu/none.json'):
+        gen_tables.render('gpu-report gpu/none.json', tmp_path / 'speed.md', None)
+
+
 def test_readme_is_a_front_page_linking_into_the_docs():
     text = (REPO / 'README.md').read_text(encoding='utf-8')
     assert len(text.splitlines()) <= 200

@@ -81,6 +81,67 @@ def test_report_and_tables(gen, tmp_path):
     assert json.loads(Path(written[0]).read_text())['models'][1]['ratios']['train'] == 0.95
 
 
+def test_restore_keeps_completed_steps(gen, tmp_path):
+    """--resume: completed steps are kept with their results, in order; failed and skipped
+    steps, the mmcv install and the compile warm-up run again; the Fashion-COCO steps only
+    together; a report of another machine is refused."""
+    parts = tmp_path / 'parts'
+    parts.mkdir()
+    _record(gen, parts, 'mmcv', seconds=200)
+    _record(gen, parts, 'mmcv_check', dict(mmcv='2.1.0', cuda_ops=False, build_time=None))
+    _record(gen, parts, 'warm_compile:1', seconds=90)
+    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:compiled', _bench(0.95, 0.99, True))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:compiled', _bench(0.90, 0.97, False),
+            status='targets missed')
+    _record(gen, parts, 'bench:gpu-cifar-pdc-comp:fp32:compiled',
+            status='failed (exit 124, stopped at the budget)')
+    _record(gen, parts, 'fashion_coco')
+    _record(gen, parts, 'finetune', seconds=120)
+    _record(gen, parts, 'finetune_eval', status='skipped', seconds=0)
+    report = gen.collect(str(parts), 'cpu', 540, 533)
+
+    again = tmp_path / 'again'
+    again.mkdir()
+    kept = gen.restore(report, str(again), 'cpu')
+    assert kept == ['533', 'bench:gpu-in1k-pdc:fp32:compiled',
+                    'bench:gpu-in1k-pdc:bf16:compiled']
+    gen.write_part(str(again), 'bench:gpu-cifar-pdc-comp:fp32:compiled', 'ok', 30)
+    resumed = gen.collect(str(again), 'cpu', 540, 600)
+    assert [s['name'] for s in resumed['steps']] == [
+        'bench:gpu-in1k-pdc:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:compiled',
+        'bench:gpu-cifar-pdc-comp:fp32:compiled']
+    assert resumed['steps'][1] == report['steps'][4]  # status, seconds and result kept
+    assert resumed['date'] == report['date']  # the environment of the first run
+
+    report['steps'][-1]['status'] = 'ok'  # the Fashion-COCO steps completed: kept together
+    third = tmp_path / 'third'
+    third.mkdir()
+    assert gen.restore(report, str(third), 'cpu')[-3:] == ['fashion_coco', 'finetune',
+                                                          'finetune_eval']
+    with pytest.raises(SystemExit, match="measured with torch '1.0'"):
+        gen.restore(dict(report, torch='1.0'), str(tmp_path), 'cpu')
+
+
+def test_warm_runs_commands_side_by_side(gen, tmp_path):
+    """warm: each command runs once, ``jobs`` at a time; it succeeded if it wrote its JSON,
+    whatever its exit status (a benchmark that misses a target exits 1)."""
+    import sys
+    folder = tmp_path / 'warm'
+    folder.mkdir()
+    script = ('import sys, time, pathlib; time.sleep(1); '
+              'pathlib.Path(sys.argv[1]).write_text("{}"); sys.exit(int(sys.argv[2]))')
+    for i, code in enumerate(('0', '1', '0')):
+        (folder / f'{i}.cmd').write_text(
+            '\0'.join([sys.executable, '-c', script, str(folder / f'{i}.json'), code]) + '\0')
+    import time
+    start = time.time()
+    assert gen.warm(str(folder), jobs=3)
+    assert time.time() - start < 2.9  # side by side: not 3 s one after another
+    (folder / '3.cmd').write_text('\0'.join([sys.executable, '-c', 'raise SystemExit(2)']) + '\0')
+    assert not gen.warm(str(folder), jobs=2)  # no 3.json: a failure
+    assert (folder / '3.log').is_file()
+
+
 def test_update_block(gen, tmp_path):
     page = tmp_path / 'speed.md'
     page.write_text(f'# Speed\n\n{gen.BEGIN}\nold\n{gen.END}\n\nafter\n')
@@ -94,9 +155,16 @@ def test_update_block(gen, tmp_path):
 def test_bad_options():
     for args, message in ((['--device', 'tpu'], "--device must be cuda or cpu, got 'tpu'"),
                           (['--budget-s', '9m'], "--budget-s must be a whole number"),
-                          (['--bogus'], "unknown option '--bogus'")):
+                          (['--bogus'], "unknown option '--bogus'"),
+                          (['--resume', '--out', '/nonexistent/out'],
+                           'has no report.json to resume')):
         proc = subprocess.run(['bash', str(SCRIPT), *args], capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    for jobs in ('0', 'many'):
+        proc = subprocess.run(['bash', str(SCRIPT)], capture_output=True, text=True,
+                              env={**os.environ, 'WARM_JOBS': jobs})
+        expected = f"WARM_JOBS must be a positive whole number, got '{jobs}'"
+        assert proc.returncode == 2 and expected in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow
@@ -113,9 +181,10 @@ def test_cpu_dry_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
     report = json.loads((out / 'report.json').read_text())
     steps = {s['name']: s for s in report['steps']}
-    assert list(steps) == ['mmcv_check', 'bench:gpu-in1k-pdc:fp32:compiled',
-                           'bench:gpu-in1k-pdc:bf16:eager', 'bench:mask-rcnn:fp32:compiled',
-                           'fashion_coco', 'finetune', 'finetune_eval']
+    # the Fashion-COCO training beside the compile warm-up, then the targets, then the rest
+    assert list(steps) == ['mmcv_check', 'fashion_coco', 'finetune', 'finetune_eval',
+                           'warm_compile:1', 'bench:gpu-in1k-pdc:fp32:compiled',
+                           'bench:mask-rcnn:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:eager']
     compiled = steps['bench:gpu-in1k-pdc:fp32:compiled']['result']
     # benchmark.py exits 1 on a missed target: recorded as such, the run goes on
     assert steps['bench:gpu-in1k-pdc:fp32:compiled']['status'] == (
@@ -134,3 +203,18 @@ def test_cpu_dry_run(tmp_path):
     assert set(metrics) >= {'coco/bbox_mAP', 'coco/segm_mAP'}
     assert (out / 'tables.md').read_text() == load_tool('analysis_tools/gpu_tables').tables(
         report)
+
+    # a second run on the same --out is refused; --resume runs only mmcv_check again
+    again = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--quick', '--out', str(out)],
+                           capture_output=True, text=True)
+    assert again.returncode == 2 and 'already holds a report.json: pass --resume' in again.stderr
+    resumed = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--quick', '--out',
+                              str(out), '--resume'], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, 'PYTHON': os.environ.get('PYTHON', '')
+                                  or str(REPO / '.venv' / 'bin' / 'python')})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    report2 = json.loads((out / 'report.json').read_text())
+    assert [s['name'] for s in report2['steps']] == [
+        n for n in steps if n not in ('mmcv_check', 'warm_compile:1')] + ['mmcv_check']
+    assert report2['elapsed_s'] >= report['elapsed_s']
+    assert 'finetune: completed in the resumed report' in resumed.stderr

@@ -10,6 +10,11 @@
 #   tools/build_mmcv.sh --download DIR        on an online machine: fill DIR for an offline GPU
 #                                             machine (Python $WHEEL_PYTHON, manylinux x86-64)
 #   tools/build_mmcv.sh --print-plan          print what would be built (mode, archs, cache) only
+#   tools/build_mmcv.sh --build-only          build the wheel (or find it cached) and print its
+#                                             path; install nothing. With FORCE_CUDA=1 and
+#                                             TORCH_CUDA_ARCH_LIST, a machine without a GPU
+#                                             builds the CUDA wheel for a GPU machine with the
+#                                             same Python and torch (its folder: MMPOLY_WHEELS)
 #
 # Environment:
 #   PYTHON                 the interpreter whose torch is built against (default: python3)
@@ -224,8 +229,9 @@ build_wheel() {  # out_dir find_links_dir
         --no-index -w "$build/out" "$src"
     seconds=$(( $(date +%s) - start ))
     mv "$build"/out/mmcv-$MMCV_VERSION-*.whl "$1/"
-    printf 'mmcv %s %s%s build: %d s (%s), torch %s, %s\n' "$MMCV_VERSION" "$BUILD_MODE" \
-        "${ARCHS:+ $ARCHS}" "$seconds" "$(date -u +%FT%TZ)" "$TORCH_VERSION" "$(uname -m)" \
+    printf 'mmcv %s %s%s build: %d s (%s), torch %s, %s, %s parallel jobs on %s cores\n' \
+        "$MMCV_VERSION" "$BUILD_MODE" "${ARCHS:+ $ARCHS}" "$seconds" "$(date -u +%FT%TZ)" \
+        "$TORCH_VERSION" "$(uname -m)" "${MAX_JOBS:-$(nproc)}" "$(nproc)" \
         | tee "$1/build_time.txt" >&2
     rm -rf "$build"
 }
@@ -246,13 +252,15 @@ download_offline() {  # dir
 
 # Install the OFFLINE_WHEELS stack (with --find-links: offline). --no-deps: what they need
 # beyond OFFLINE_WHEELS (numpy, scipy, matplotlib, opencv, rich, ...) must be installed already;
-# the import check below names anything missing.
+# check_stack, run once mmcv is installed (mmpretrain and mmdet import it), names anything missing.
 install_stack() {  # find_links_dir
     local index=()
     [ -z "$1" ] || index=(--no-index --find-links "$1")
     "$PYTHON" -m pip --disable-pip-version-check -q install "${index[@]}" --no-deps \
         "${OFFLINE_WHEELS[@]}"
-    "$PYTHON" -c 'import mmengine, mmpretrain, mmdet, pycocotools, shapely' \
+}
+check_stack() {
+    "$PYTHON" -c 'import mmengine, mmpretrain, mmdet.models, pycocotools, shapely' \
         || bm_die "the OpenMMLab stack does not import (a dependency above is missing)"
 }
 
@@ -285,14 +293,15 @@ PY
 
 main() {
     PYTHON="${PYTHON:-python3}"
-    local find_links="" stack=0 download="" plan_only=0
+    local find_links="" stack=0 download="" plan_only=0 build_only=0
     while [ $# -gt 0 ]; do
         case "$1" in
             --find-links) find_links="$(cd "${2:?--find-links needs a folder}" && pwd)"; shift 2 ;;
             --stack) stack=1; shift ;;
             --download) download="${2:?--download needs a folder}"; shift 2 ;;
             --print-plan) plan_only=1; shift ;;
-            -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}"; return 0 ;;
+            --build-only) build_only=1; shift ;;
+            -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d'; return 0 ;;
             *) bm_die "unknown option '$1' (see --help)" ;;
         esac
     done
@@ -306,16 +315,24 @@ main() {
             "nvcc=${NVCC:-none}${NVCC:+ cuda_home=$(cuda_home_of "$NVCC")} std=$(cxx_std) jobs=${MAX_JOBS:-$(nproc)} wheels=$wheels"
         return 0
     fi
+    if [ "$build_only" = 1 ] && [ "$stack" = 1 ]; then
+        bm_die "--build-only installs nothing: it cannot be combined with --stack"
+    fi
     if [ "$stack" = 1 ]; then install_stack "$find_links"; fi
     if ls "$wheels"/mmcv-$MMCV_VERSION-*.whl >/dev/null 2>&1; then
         bm_log "using the cached wheel in $wheels"
     else
         build_wheel "$wheels" "$find_links"
     fi
+    if [ "$build_only" = 1 ]; then
+        ls "$wheels"/mmcv-$MMCV_VERSION-*.whl
+        return 0
+    fi
     "$PYTHON" -m pip --disable-pip-version-check -q install --no-deps --force-reinstall \
         "$wheels"/mmcv-$MMCV_VERSION-*.whl
     "$PYTHON" -c 'from mmcv.ops import nms, RoIAlign' \
         || bm_die "mmcv.ops does not import after the install"
+    if [ "$stack" = 1 ]; then check_stack; fi
     if [ "$BUILD_MODE" = cuda ]; then check_cuda_ops; fi
     bm_log "mmcv $MMCV_VERSION with $BUILD_MODE ops installed (wheel: $wheels)"
 }

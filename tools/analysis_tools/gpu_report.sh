@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU report: one prepared run (about 9 minutes on one H100 / H200) that
-#   1. installs mmcv 2.1.0 with CUDA ops (tools/build_mmcv.sh; offline from --wheelhouse) and
+# The GPU report: one prepared run on one GPU (at most --budget-s seconds, 540 by default) that
+#   1. installs mmcv 2.1.0 with CUDA ops (tools/build_mmcv.sh; offline from --wheelhouse; the
+#      wheel prebuilt in DIR/built if there is one: building takes about 70 core-minutes) and
 #      checks nms / batched_nms / RoIAlign on CUDA against the CPU;
 #   2. runs the benchmark presets gpu-* (tools/analysis_tools/benchmark.py) compiled (targets
 #      checked) and eager, in fp32 and bf16 AMP, and one Mask R-CNN training step with
@@ -10,8 +11,16 @@
 # and writes everything to OUT/report.json (rewritten after every step, atomically) and
 # OUT/gpu_report.log. tools/analysis_tools/gpu_tables.py turns report.json into the docs' tables.
 #
+# The steps run in the order of what matters most, so that a budget that runs out skips the
+# least: the compiled targets of gpu-in1k-pdc, gpu-cifar-pdc-comp and gpu-in1k-pdc-cmp (fp32,
+# bf16), the Mask R-CNN step (fp32), the Fashion-COCO training and its AP, then the eager
+# figures, gpu-cifar100-families and the bf16 Mask R-CNN step. Before each group of timed
+# compiled runs, one step (warm_compile) runs the same commands once each, several at a time,
+# so that torch.compile's on-disk cache holds their graphs: the timed runs then load them
+# instead of compiling one after another (compiling is CPU work, and the cores are many).
+#
 #   tools/analysis_tools/gpu_report.sh [--device cuda|cpu] [--out DIR] [--wheelhouse DIR]
-#                                      [--budget-s SECONDS] [--quick] [--save-wheel DIR]
+#                                      [--budget-s SECONDS] [--quick] [--save-wheel DIR] [--resume]
 #
 #   --device cpu   a dry run of the machinery on the CPU: tiny sizes and iterations, the
 #                  installed mmcv (no build), the same report (its figures mean nothing)
@@ -23,15 +32,19 @@
 #                  each step is stopped at the budget's end (default 540)
 #   --quick        one preset, two runs of it and one detector run (the CPU test uses it)
 #   --save-wheel   copy the mmcv wheel built from --wheelhouse (and build_time.txt) there
+#   --resume       OUT already holds a report.json: keep the steps it completed and run the
+#                  others (same device, torch and CUDA; the mmcv install always runs). Without
+#                  it, an OUT with a report.json is refused.
 #   --remove-transformers   pip-uninstall transformers first (a disposable machine only):
 #                  mmpretrain 1.2 imports its multimodal models whenever transformers >= 4.28 is
 #                  installed, and they fail with transformers 5; mmpoly needs none
 #
+# Environment: WARM_JOBS, the compile warm-up's processes at a time (default: cores / 2, 1 to 8).
 # With --device cuda the stack is installed into $PYTHON (default python3, the one with torch).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-DEVICE=cuda OUT_DIR="" WHEELHOUSE="" BUDGET_S=540 QUICK=0 SAVE_WHEEL="" NO_TRANSFORMERS=0
+DEVICE=cuda OUT_DIR="" WHEELHOUSE="" BUDGET_S=540 QUICK=0 SAVE_WHEEL="" NO_TRANSFORMERS=0 RESUME=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --device) DEVICE="$2"; shift 2 ;;
@@ -41,22 +54,33 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1; shift ;;
         --save-wheel) SAVE_WHEEL="$2"; shift 2 ;;
         --remove-transformers) NO_TRANSFORMERS=1; shift ;;
+        --resume) RESUME=1; shift ;;
         -h|--help) sed -n '2,/^# With --device cuda/p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "error: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
 case "$DEVICE" in cuda|cpu) ;; *) echo "error: --device must be cuda or cpu, got '$DEVICE'" >&2; exit 2 ;; esac
 case "$BUDGET_S" in ''|*[!0-9]*) echo "error: --budget-s must be a whole number of seconds, got '$BUDGET_S'" >&2; exit 2 ;; esac
+case "${WARM_JOBS:-1}" in ''|*[!0-9]*|0) echo "error: WARM_JOBS must be a positive whole number, got '${WARM_JOBS}'" >&2; exit 2 ;; esac
 if [ -z "$OUT_DIR" ]; then  # a CPU dry run's figures mean nothing: not under benchmarks/
     OUT_DIR="$REPO/benchmarks/gpu/reports/$(date -u +%Y-%m-%d)"
     [ "$DEVICE" = cuda ] || OUT_DIR="$REPO/work_dirs/gpu_report_cpu"
+fi
+if [ -f "$OUT_DIR/report.json" ] && [ "$RESUME" = 0 ]; then
+    echo "error: $OUT_DIR already holds a report.json: pass --resume to keep the steps it" \
+        "completed and run the others, or choose another --out" >&2
+    exit 2
+fi
+if [ "$RESUME" = 1 ] && [ ! -f "$OUT_DIR/report.json" ]; then
+    echo "error: --resume: $OUT_DIR has no report.json to resume" >&2
+    exit 2
 fi
 mkdir -p "$OUT_DIR"
 OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 PARTS="$(mktemp -d)"
 trap 'rm -rf "$PARTS"' EXIT
 LOG="$OUT_DIR/gpu_report.log"
-: >"$LOG"
+[ "$RESUME" = 1 ] || : >"$LOG"
 START=$(date +%s)
 cd "$REPO"
 
@@ -82,35 +106,72 @@ fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 GEN=("$PY" "$REPO/tools/analysis_tools/gpu_tables.py")
 
+# --resume: the completed steps of OUT/report.json are restored as this run's records; DONE
+# holds their names, PREV_S the seconds the earlier runs took.
+declare -A DONE=()
+PREV_S=0
+if [ "$RESUME" = 1 ]; then
+    mapfile -t RESTORED < <("${GEN[@]}" restore "$OUT_DIR/report.json" "$PARTS" --device "$DEVICE")
+    [ "${#RESTORED[@]}" -gt 0 ] || { say "error: --resume: could not restore $OUT_DIR/report.json"; exit 2; }
+    PREV_S="${RESTORED[0]}"
+    for name in "${RESTORED[@]:1}"; do DONE[$name]=1; done
+    say "resuming $OUT_DIR/report.json: ${#DONE[@]} completed steps kept (${PREV_S} s)"
+fi
+elapsed() { echo $(( PREV_S + $(date +%s) - START )); }
+
 # step NAME COMMAND...: run it under the remaining budget, log its output, record its status,
-# seconds and (if it wrote one) its JSON part; then rewrite report.json.
+# seconds and (if it wrote one) its JSON part; then rewrite report.json. A step that a resumed
+# report completed is not run again. step_start NAME COMMAND... starts one in the background
+# (its output goes to the log when it ends) and step_wait NAME waits for it and records it.
+declare -A BG_PID=() BG_T0=()
 step() {
-    local name="$1" left rc=0 t0
+    if step_start "$@"; then step_wait "$1" foreground; fi
+}
+step_start() {
+    local name="$1" left
     shift
+    if [ -n "${DONE[$name]:-}" ]; then
+        say "$name: completed in the resumed report"
+        return 1
+    fi
     left=$(( BUDGET_S - ($(date +%s) - START) ))
     if [ "$left" -le 5 ]; then
         say "$name: skipped (budget of $BUDGET_S s spent)"
         "${GEN[@]}" part "$PARTS" "$name" --status skipped --seconds 0
-    else
-        say "$name: $*"
-        t0=$(date +%s)
-        timeout --kill-after=10 "$left" "$@" >>"$LOG" 2>&1 || rc=$?
-        local status=ok
-        if [ "$rc" = 1 ] && [ "${name%%:*}" = bench ] && [ -f "$PARTS/$name.json" ]; then
-            status='targets missed'  # benchmark.py ran and wrote its results: exit 1 = a miss
-        elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-            status="failed (exit $rc, stopped at the budget)"
-        elif [ "$rc" != 0 ]; then
-            status="failed (exit $rc)"
-        fi
-        say "$name: $status after $(( $(date +%s) - t0 )) s"
-        "${GEN[@]}" part "$PARTS" "$name" --status "$status" --seconds "$(( $(date +%s) - t0 ))"
+        collect
+        return 1
     fi
+    say "$name: $*"
+    BG_T0[$name]=$(date +%s)
+    timeout --kill-after=10 "$left" "$@" >"$PARTS/$name.log" 2>&1 &
+    BG_PID[$name]=$!
+}
+step_wait() {  # NAME [foreground]
+    local name="$1" rc=0 status=ok seconds
+    [ -n "${BG_PID[$name]:-}" ] || return 0
+    [ "${2:-}" = foreground ] || say "$name: waiting for it"
+    wait "${BG_PID[$name]}" || rc=$?
+    unset "BG_PID[$name]"
+    cat "$PARTS/$name.log" >>"$LOG"
+    if [ "$rc" = 1 ] && [ "${name%%:*}" = bench ] && [ -f "$PARTS/$name.json" ]; then
+        status='targets missed'  # benchmark.py ran and wrote its results: exit 1 = a miss
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        status="failed (exit $rc, stopped at the budget)"
+    elif [ "$rc" != 0 ]; then
+        status="failed (exit $rc)"
+    fi
+    seconds=$(( $(date +%s) - ${BG_T0[$name]} ))
+    say "$name: $status after $seconds s"
+    "${GEN[@]}" part "$PARTS" "$name" --status "$status" --seconds "$seconds"
+    collect
+}
+collect() {
     "${GEN[@]}" collect "$PARTS" --out "$OUT_DIR/report.json" --device "$DEVICE" \
-        --budget-s "$BUDGET_S" --elapsed-s "$(( $(date +%s) - START ))"
+        --budget-s "$BUDGET_S" --elapsed-s "$(elapsed)"
 }
 
 # 1. mmcv with CUDA ops and the stack (on the CPU: the installed ones), then what is installed.
+# Both run again on --resume: a resumed run may be on a fresh machine.
 BUILT="${WHEELHOUSE:+$WHEELHOUSE/built}"
 if [ "$DEVICE" = cuda ]; then
     LINKS=(); [ -z "$WHEELHOUSE" ] || LINKS=(--find-links "$WHEELHOUSE")
@@ -123,7 +184,8 @@ if [ "$DEVICE" = cuda ]; then
 fi
 step mmcv_check "${GEN[@]}" mmcv "$PARTS/mmcv_check.json" ${BUILT:+--build-time "$BUILT/build_time.txt"}
 
-# 2. Benchmarks. Tiny sizes on the CPU dry run.
+# 2. Benchmarks, each named PRESET:PRECISION:MODE (PRESET mask-rcnn: one Mask R-CNN training
+# step, PDC-ResNet18 against ResNet18). Tiny sizes on the CPU dry run.
 BENCH=("$PY" tools/analysis_tools/benchmark.py)
 if [ "$DEVICE" = cpu ]; then
     SIZE=(--device cpu --batch-size 2 --input-size 32 32 --rounds 1 --iters 1 --warmup 1 --no-memory)
@@ -134,33 +196,73 @@ else
     DET_SIZE=(--device cuda --batch-size 2 --input-size 512 512 --rounds 3 --iters 5 --warmup 2 --threads 8)
     COMPILED=()
 fi
-PRESETS=(gpu-in1k-pdc gpu-cifar-pdc-comp gpu-in1k-pdc-cmp gpu-cifar100-families)
-RUNS=(fp32:compiled bf16:compiled fp32:eager bf16:eager)  # the targets first, eager beside them
-DET_RUNS=(fp32:eager fp32:compiled bf16:eager bf16:compiled)
-if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)
-    PRESETS=(gpu-in1k-pdc); RUNS=(fp32:compiled bf16:eager); DET_RUNS=(fp32:compiled)
-fi
-amp_of() { [ "${1%%:*}" = bf16 ] && echo --amp --amp-dtype bfloat16 || true; }
-for preset in "${PRESETS[@]}"; do
-    for run in "${RUNS[@]}"; do
-        mode=(--eager); [ "${run#*:}" = compiled ] && mode=("${COMPILED[@]}")
-        # shellcheck disable=SC2046
-        step "bench:$preset:$run" "${BENCH[@]}" --preset "$preset" "${SIZE[@]}" $(amp_of "$run") \
-            "${mode[@]}" --json "$PARTS/bench:$preset:$run.json"
-    done
-    if [ "$preset" = gpu-in1k-pdc ]; then  # one Mask R-CNN training step, right after it
-        for run in "${DET_RUNS[@]}"; do
-            mode=(); [ "${run#*:}" = compiled ] && mode=(--compile "${COMPILED[@]}")
-            # shellcheck disable=SC2046
-            step "bench:mask-rcnn:$run" "${BENCH[@]}" configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py \
-                --baseline configs/mask-rcnn_resnet18_fpn_1x_coco.py "${DET_SIZE[@]}" \
-                $(amp_of "$run") "${mode[@]}" --json "$PARTS/bench:mask-rcnn:$run.json"
-        done
+# bench_command SPEC: sets CMD to the benchmark.py command of one benchmark step.
+bench_command() {
+    local preset="${1%%:*}" precision mode
+    precision="$(echo "$1" | cut -d: -f2)"
+    mode="${1##*:}"
+    if [ "$preset" = mask-rcnn ]; then
+        CMD=("${BENCH[@]}" configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py
+             --baseline configs/mask-rcnn_resnet18_fpn_1x_coco.py "${DET_SIZE[@]}")
+        [ "$mode" = eager ] || CMD+=(--compile "${COMPILED[@]}")
+    else
+        CMD=("${BENCH[@]}" --preset "$preset" "${SIZE[@]}")
+        if [ "$mode" = eager ]; then CMD+=(--eager); else CMD+=("${COMPILED[@]}"); fi
     fi
-done
+    [ "$precision" = fp32 ] || CMD+=(--amp --amp-dtype bfloat16)
+}
+# warm_start SPEC...: start the compile warm-up of those compiled runs not completed yet (in
+# the background; WARM names it). timed SPEC...: wait for the warm-up, then time each run.
+warm_start() {
+    local spec warm=() cmd_dir i=0
+    WARM_GROUP=$((WARM_GROUP + 1))
+    WARM="warm_compile:$WARM_GROUP"
+    cmd_dir="$PARTS/warm_compile_$WARM_GROUP"
+    for spec in "$@"; do
+        if [ "${spec##*:}" = compiled ] && [ -z "${DONE[bench:$spec]:-}" ]; then warm+=("$spec"); fi
+    done
+    [ "${#warm[@]}" -gt 0 ] || return 0
+    mkdir -p "$cmd_dir"
+    for spec in "${warm[@]}"; do  # the timed command, once: one round of one iteration
+        bench_command "$spec"
+        printf '%s\0' "${CMD[@]}" --rounds 1 --iters 1 --warmup 1 --no-memory \
+            --json "$cmd_dir/$i.json" >"$cmd_dir/$i.cmd"
+        i=$((i + 1))
+    done
+    say "$WARM compiles ${warm[*]}, $WARM_JOBS at a time"
+    step_start "$WARM" "${GEN[@]}" warm "$cmd_dir" --jobs "$WARM_JOBS" || true
+}
+timed() {
+    local spec
+    step_wait "$WARM"
+    for spec in "$@"; do
+        bench_command "$spec"
+        step "bench:$spec" "${CMD[@]}" --json "$PARTS/bench:$spec.json"
+    done
+}
+WARM_GROUP=0 WARM=""
+WARM_JOBS="${WARM_JOBS:-$(( $(nproc) / 2 < 1 ? 1 : ($(nproc) / 2 > 8 ? 8 : $(nproc) / 2) ))}"
 
-# 3. Mask R-CNN PDC-ResNet18 on Fashion-COCO: a few hundred iterations (random backbone init:
-# no ImageNet checkpoint travels), then COCO AP on its validation images.
+TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
+         gpu-cifar-pdc-comp:fp32:compiled gpu-cifar-pdc-comp:bf16:compiled
+         gpu-in1k-pdc-cmp:fp32:compiled gpu-in1k-pdc-cmp:bf16:compiled
+         mask-rcnn:fp32:eager mask-rcnn:fp32:compiled)
+LATER=(gpu-in1k-pdc:fp32:eager gpu-in1k-pdc:bf16:eager
+       gpu-cifar-pdc-comp:fp32:eager gpu-cifar-pdc-comp:bf16:eager
+       gpu-in1k-pdc-cmp:fp32:eager gpu-in1k-pdc-cmp:bf16:eager
+       gpu-cifar100-families:fp32:compiled gpu-cifar100-families:bf16:compiled
+       gpu-cifar100-families:fp32:eager gpu-cifar100-families:bf16:eager
+       mask-rcnn:bf16:eager mask-rcnn:bf16:compiled)
+if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)
+    TARGETS=(gpu-in1k-pdc:fp32:compiled mask-rcnn:fp32:compiled); LATER=(gpu-in1k-pdc:bf16:eager)
+fi
+# The warm-up of the targets' compiled runs is CPU work: the Fashion-COCO training (GPU work, not
+# a timing) runs beside it.
+warm_start "${TARGETS[@]}"
+
+# Mask R-CNN PDC-ResNet18 on Fashion-COCO: a few hundred iterations (random backbone init: no
+# ImageNet checkpoint travels), then COCO AP on its validation images. Resumed only as a whole
+# (the data and the checkpoint live in this run's temporary folder).
 COCO="$PARTS/fashion_coco"
 if [ "$DEVICE" = cpu ]; then
     NUM=(--train 4 --val 2); EPOCHS=1
@@ -179,6 +281,13 @@ step finetune "$PY" tools/train.py "$DET_CFG" --work-dir "$PARTS/finetune" --cfg
 CKPT="$(cat "$PARTS/finetune/last_checkpoint" 2>/dev/null || echo "$PARTS/finetune/no_checkpoint")"
 step finetune_eval "$PY" tools/test.py "$DET_CFG" "$CKPT" --work-dir "$PARTS/finetune_test" \
     --out "$PARTS/finetune_eval.json" --out-item metrics ${LOADERS[@]:+--cfg-options "${LOADERS[@]}"}
+
+# 3. The targets, timed once the warm-up is done.
+timed "${TARGETS[@]}"
+
+# 4. The eager figures beside them, the CIFAR-100 families, the bf16 detector step.
+warm_start "${LATER[@]}"
+timed "${LATER[@]}"
 
 "${GEN[@]}" tables "$OUT_DIR/report.json" --out "$OUT_DIR/tables.md"
 say "done: $OUT_DIR/report.json, $OUT_DIR/tables.md, $LOG"

@@ -10,8 +10,8 @@ steps that failed or were skipped. ``--update FILE`` replaces the text between t
 ``<!-- gpu-report:begin -->`` and ``<!-- gpu-report:end -->`` of FILE. ``split REPORT --into
 benchmarks/gpu`` writes each benchmark run of a report as a ``benchmark.py --json`` file,
 ``<date>_<preset>_<precision>_<mode>.json``, which ``tools/docs/gen_tables.py`` turns into the
-docs' per-run tables (``speed gpu/*.json``). ``part``, ``collect`` and ``mmcv`` are the steps
-``gpu_report.sh`` calls.
+docs' per-run tables (``speed gpu/*.json``). ``part``, ``collect``, ``mmcv``, ``warm`` (the
+compile warm-up) and ``restore`` (``--resume``) are the steps ``gpu_report.sh`` calls.
 """
 import argparse
 import glob
@@ -19,6 +19,7 @@ import json
 import os
 import os.path as osp
 import platform
+import subprocess
 import sys
 import time
 from typing import Any, Dict, Optional, Sequence
@@ -35,7 +36,8 @@ def _write_json(data: Any, path: str) -> None:
 
 def write_part(parts: str, name: str, status: str, seconds: int) -> str:
     """Record one step's status (``NNN.status.json``, numbered in order); return its path."""
-    index = len(glob.glob(osp.join(parts, '*.status.json')))
+    index = 1 + max((int(osp.basename(path).split('.')[0])
+                     for path in glob.glob(osp.join(parts, '*.status.json'))), default=-1)
     path = osp.join(parts, f'{index:03d}.status.json')
     _write_json(dict(name=name, status=status, seconds=seconds), path)
     return path
@@ -96,6 +98,71 @@ def check_mmcv(out: str, build_time: Optional[str]) -> Dict[str, Any]:
             info['build_time'] = f.read().strip()
     _write_json(info, out)
     return info
+
+
+def warm(folder: str, jobs: int) -> bool:
+    """Run the commands ``folder/<i>.cmd`` (NUL-separated arguments), ``jobs`` at a time, each
+    logging to ``<i>.log``; a command succeeded if it wrote ``<i>.json`` (benchmark.py exits 1
+    on a missed target, which is no failure here). Print a line for each; return all ok."""
+    commands = sorted(glob.glob(osp.join(folder, '*.cmd')),
+                      key=lambda path: int(osp.basename(path)[:-4]))
+    pending, running, ok = list(commands), [], True
+    while pending or running:
+        while pending and len(running) < jobs:
+            path = pending.pop(0)
+            with open(path) as f:
+                argv = f.read().split('\0')[:-1]
+            log = open(path[:-4] + '.log', 'w')
+            running.append((path, subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT),
+                            log, time.time()))
+        time.sleep(0.5)
+        for entry in [e for e in running if e[1].poll() is not None]:
+            path, proc, log, start = entry
+            log.close()
+            running.remove(entry)
+            done = osp.isfile(path[:-4] + '.json')
+            ok = ok and done
+            print(f"warm {osp.basename(path)[:-4]}: {'ok' if done else 'FAILED'} (exit "
+                  f'{proc.returncode}, {time.time() - start:.0f} s; log {path[:-4]}.log)',
+                  flush=True)
+            if not done:
+                with open(path[:-4] + '.log') as f:
+                    print(f.read()[-2000:], flush=True)
+    return ok
+
+
+#: Steps that a resumed run does again (the mmcv install may be on a fresh machine, and the
+#: compile cache is the machine's), and the steps resumed only together (the Fashion-COCO data
+#: and the checkpoint live in the run's temporary folder): kept if the last one completed.
+_ALWAYS_AGAIN = ('mmcv', 'mmcv_check', 'warm_compile')
+_TOGETHER = ('fashion_coco', 'finetune', 'finetune_eval')
+_COMPLETED = ('ok', 'targets missed')
+
+
+def restore(report: Dict[str, Any], parts: str, device: str) -> list:
+    """Write the completed steps of ``report`` into ``parts`` as this run's records and return
+    ``[elapsed seconds of the report, name, ...]``. A report from another device, torch or
+    CUDA is refused (its figures would be mixed with this machine's)."""
+    here = environment(device)
+    for key in ('device', 'device_name', 'torch', 'cuda'):
+        if report.get(key) != here[key]:
+            raise SystemExit(f'error: --resume: the report was measured with {key} '
+                             f'{report.get(key)!r}, this machine has {here[key]!r}; use '
+                             'another --out for a new report')
+    _write_json({key: report[key] for key in here}, osp.join(parts, 'environment.json'))
+    status = {step['name']: step['status'] for step in report['steps']}
+    keep_together = status.get(_TOGETHER[-1]) in _COMPLETED
+    kept = [str(report['elapsed_s'])]
+    for step in report['steps']:
+        name = step['name']
+        if step['status'] not in _COMPLETED or name.split(':')[0] in _ALWAYS_AGAIN or (
+                name in _TOGETHER and not keep_together):
+            continue
+        if step['result'] is not None:
+            _write_json(step['result'], osp.join(parts, f'{name}.json'))
+        write_part(parts, name, step['status'], step['seconds'])
+        kept.append(name)
+    return kept
 
 
 def _ratio(value: Optional[float]) -> str:
@@ -220,6 +287,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = sub.add_parser('mmcv', help='record the installed mmcv and whether its CUDA ops run')
     p.add_argument('out')
     p.add_argument('--build-time', help='build_time.txt of tools/build_mmcv.sh')
+    p = sub.add_parser('warm', help='run the compile warm-up commands of a folder')
+    p.add_argument('folder')
+    p.add_argument('--jobs', type=int, required=True)
+    p = sub.add_parser('restore', help='keep the completed steps of a report (--resume)')
+    p.add_argument('report')
+    p.add_argument('parts')
+    p.add_argument('--device', choices=['cuda', 'cpu'], required=True)
     p = sub.add_parser('split', help='write the benchmark runs of a report.json as files')
     p.add_argument('report')
     p.add_argument('--into', required=True, help='folder, e.g. benchmarks/gpu')
@@ -234,6 +308,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _write_json(collect(args.parts, args.device, args.budget_s, args.elapsed_s), args.out)
     elif args.command == 'mmcv':
         check_mmcv(args.out, args.build_time)
+    elif args.command == 'warm':
+        return 0 if warm(args.folder, args.jobs) else 1
+    elif args.command == 'restore':
+        with open(args.report) as f:
+            print('\n'.join(restore(json.load(f), args.parts, args.device)))
     elif args.command == 'split':
         with open(args.report) as f:
             for path in split(json.load(f), args.into):

@@ -15,7 +15,9 @@ A generated block is the text between a line ``<!-- BEGIN NAME -->`` and a line
 * ``speed PATTERN``: one table per JSON file matching ``benchmarks/PATTERN`` (e.g.
   ``speed cpu/2026-11-26_fp32.json`` or ``speed gpu/*.json``). A file is either a record of
   runs (``machine``, ``torch``, ``date``, ``runs``: each with its ``command``, ``baseline`` and
-  ``models``) or the output of ``tools/analysis_tools/benchmark.py --json`` as it is.
+  ``models``) or the output of ``tools/analysis_tools/benchmark.py --json`` as it is;
+* ``gpu-report PATH``: the tables of one GPU report, ``benchmarks/PATH`` (the ``report.json`` of
+  ``tools/analysis_tools/gpu_report.sh``), as ``gpu_tables.py tables`` prints them.
 
 Config cells are links in configs/README.md and code in the docs (the site links only to its own
 pages). ``--no-flops`` skips measuring FLOPs: with ``--check`` the FLOPs cells are then not
@@ -146,6 +148,15 @@ def speed_table(path: Path) -> str:
     return '\n'.join(lines + ['', 'Runs:', ''] + runs)
 
 
+def gpu_report_block(path: str) -> str:
+    """The tables of the GPU report ``benchmarks/<path>`` (gpu_tables.py's ``tables``)."""
+    report_file = BENCHMARKS / path
+    if not report_file.is_file():
+        raise ValueError(f'gpu-report {path}: no file benchmarks/{path}')
+    gpu_tables = _load_tool('analysis_tools/gpu_tables.py')
+    return gpu_tables.tables(json.loads(report_file.read_text(encoding='utf-8')))
+
+
 def speed_block(pattern: str) -> str:
     files = sorted(BENCHMARKS.glob(pattern))
     if not files:
@@ -165,8 +176,10 @@ def render(name: str, page: Path, paper_results: Optional[list]) -> str:
         return zoo_block(page)
     if name.startswith('speed '):
         return speed_block(name[len('speed '):])
+    if name.startswith('gpu-report '):
+        return gpu_report_block(name[len('gpu-report '):])
     raise ValueError(f'{page}: unknown generated block {name!r}; known: paper-table, '
-                     'zoo-results, speed PATTERN')
+                     'zoo-results, speed PATTERN, gpu-report PATH')
 
 
 def _selected(name: str, only: Optional[Sequence[str]]) -> bool:
