@@ -99,6 +99,22 @@ def test_a_work_dir_keeps_its_protocol(tmp_path: Path) -> None:
         protocol.ProtocolRun(protocol.PROTOCOLS['full'], str(tmp_path)).check_protocol()
 
 
+def test_a_resumed_stage_says_its_time_is_the_last_process_s(tmp_path: Path) -> None:
+    """A training stage that resumes from a stopped process's checkpoint records
+    ``resumed: true`` (its wall_seconds leave the earlier processes out); a fresh one false."""
+    run = protocol.ProtocolRun(protocol.PROTOCOLS['short'], str(tmp_path))
+    fresh = run.stage('pretrain-resnet18', lambda: dict(top1=50.0),
+                      run.pretrain_dir('resnet18'))
+    assert fresh['resumed'] is False and fresh['wall_seconds'] >= 0
+    case = protocol.PROTOCOLS['short'].cases[0]
+    Path(run.finetune_dir(case)).mkdir(parents=True)
+    Path(run.finetune_dir(case), 'last_checkpoint').write_text('epoch_3.pth')
+    resumed = run.stage(f'finetune-{case.name}', lambda: dict(), run.finetune_dir(case))
+    assert resumed['resumed'] is True
+    assert json.loads(Path(run.stage_file(f'finetune-{case.name}')).read_text()) == resumed
+    assert 'resumed' not in run.stage('data', lambda: dict())  # not a training stage
+
+
 def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     full = protocol.PROTOCOLS['full']

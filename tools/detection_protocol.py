@@ -302,6 +302,12 @@ class ProtocolRun:
     def stage_file(self, stage: str) -> str:
         return osp.join(self.work_dir, 'stages', f'{stage}.json')
 
+    def pretrain_dir(self, backbone: str) -> str:
+        return osp.join(self.work_dir, 'pretrain', backbone)
+
+    def finetune_dir(self, case: Case) -> str:
+        return osp.join(self.work_dir, 'finetune', case.name)
+
     def done(self, stage: str) -> Optional[dict]:
         path = self.stage_file(stage)
         if not osp.isfile(path):
@@ -322,15 +328,22 @@ class ProtocolRun:
         else:
             atomic_json(self.p.to_json(), path)
 
-    def stage(self, name: str, fn) -> dict:
+    def stage(self, name: str, fn, work_dir: Optional[str] = None) -> dict:
+        """Run stage ``name`` (``fn``) unless it is done; record its result with
+        ``wall_seconds``, the time of this process. A training stage (``work_dir``) that
+        resumes from a checkpoint of an earlier, stopped process records ``resumed: true``:
+        its ``wall_seconds`` leaves out the time the earlier processes took."""
         result = self.done(name)
         if result is not None:
             print(f'[protocol] {name}: done, skipped', flush=True)
             return result
-        print(f'[protocol] {name}: running', flush=True)
+        resumed = work_dir is not None and osp.isfile(osp.join(work_dir, 'last_checkpoint'))
+        print(f'[protocol] {name}: {"resuming" if resumed else "running"}', flush=True)
         start = time.time()
         result = fn()
         result['wall_seconds'] = round(time.time() - start, 1)
+        if work_dir is not None:
+            result['resumed'] = resumed
         atomic_json(result, self.stage_file(name))
         return result
 
@@ -399,7 +412,7 @@ class ProtocolRun:
     def pretrain(self, backbone: str) -> dict:
         from mmengine.config import Config
         config = osp.join(REPO, 'configs', CLASSIFIERS[backbone])
-        work_dir = osp.join(self.work_dir, 'pretrain', backbone)
+        work_dir = self.pretrain_dir(backbone)
         options = self.pretrain_options()
         self.validate_resume_point(config, work_dir, options, self.p.pretrain_epochs,
                                    Config.fromfile(config).train_cfg.get('val_interval', 1))
@@ -436,7 +449,7 @@ class ProtocolRun:
 
     def finetune(self, case: Case, checkpoint: Optional[str]) -> dict:
         config = osp.join(self.coco, case.config)
-        work_dir = osp.join(self.work_dir, 'finetune', case.name)
+        work_dir = self.finetune_dir(case)
         options = self.finetune_options(case, checkpoint)
         self.validate_resume_point(config, work_dir, options, self.p.det_epochs,
                                    self.p.val_interval)
@@ -556,7 +569,8 @@ class ProtocolRun:
             self.stage('data', self.data)
         for backbone in self.p.classifiers:
             if backbone in pretrain:
-                self.stage(f'pretrain-{backbone}', lambda b=backbone: self.pretrain(b))
+                self.stage(f'pretrain-{backbone}', lambda b=backbone: self.pretrain(b),
+                           self.pretrain_dir(backbone))
         for case in selected:
             if case.pretrained:
                 pretrained = self.done(f'pretrain-{case.backbone}')
@@ -564,7 +578,8 @@ class ProtocolRun:
             else:
                 checkpoint = None
             self.stage(f'finetune-{case.name}',
-                       lambda c=case, k=checkpoint: self.finetune(c, k))
+                       lambda c=case, k=checkpoint: self.finetune(c, k),
+                       self.finetune_dir(case))
         results = self.results()
         if not results['complete']:
             missing = [s for s in self.stages() if self.done(s) is None]
@@ -584,7 +599,7 @@ class ProtocolRun:
                  for c in self.p.cases if done[f'finetune-{c.name}'] is not None}
         progress = {}  # the newest validation of each case still training
         for case in self.p.cases:
-            work_dir = osp.join(self.work_dir, 'finetune', case.name)
+            work_dir = self.finetune_dir(case)
             if case.name in cases or not osp.isdir(work_dir):
                 continue
             rows = [r for r in validations(work_dir) if 'coco/bbox_mAP' in r]
