@@ -142,16 +142,6 @@ def test_warm_runs_commands_side_by_side(gen, tmp_path):
     assert (folder / '3.log').is_file()
 
 
-def test_update_block(gen, tmp_path):
-    page = tmp_path / 'speed.md'
-    page.write_text(f'# Speed\n\n{gen.BEGIN}\nold\n{gen.END}\n\nafter\n')
-    gen.update_block(str(page), 'new table\n')
-    assert page.read_text() == f'# Speed\n\n{gen.BEGIN}\nnew table\n{gen.END}\n\nafter\n'
-    page.write_text('# no markers\n')
-    with pytest.raises(ValueError, match='needs one line <!-- gpu-report:begin -->'):
-        gen.update_block(str(page), 'x')
-
-
 def test_bad_options():
     for args, message in ((['--device', 'tpu'], "--device must be cuda or cpu, got 'tpu'"),
                           (['--budget-s', '9m'], "--budget-s must be a whole number"),

@@ -1,13 +1,12 @@
 """The GPU report's JSON (``gpu_report.sh``) and the docs' GPU tables generated from it.
 
     python tools/analysis_tools/gpu_tables.py tables benchmarks/gpu/RUN/report.json
-    python tools/analysis_tools/gpu_tables.py tables REPORT --update docs/en/speed.md
 
 ``tables`` prints Markdown (device, torch, CUDA and date in its first line): one table of
 ratios to ResNet18 per benchmark preset (compiled and eager, fp32 and bf16, with the preset's
 targets and whether they were met), the Mask R-CNN training step, the Fashion-COCO AP and the
-steps that failed or were skipped. ``--update FILE`` replaces the text between the lines
-``<!-- gpu-report:begin -->`` and ``<!-- gpu-report:end -->`` of FILE. ``split REPORT --into
+steps that failed or were skipped; a docs page shows them in a ``<!-- BEGIN gpu-report PATH -->``
+block that ``tools/docs/gen_tables.py`` generates (and the docs test checks). ``split REPORT --into
 benchmarks/gpu`` writes each benchmark run of a report as a ``benchmark.py --json`` file,
 ``<date>_<preset>_<precision>_<mode>.json``, which ``tools/docs/gen_tables.py`` turns into the
 docs' per-run tables (``speed gpu/*.json``). ``part``, ``collect``, ``mmcv``, ``warm`` (the
@@ -23,8 +22,6 @@ import subprocess
 import sys
 import time
 from typing import Any, Dict, Optional, Sequence
-
-BEGIN, END = '<!-- gpu-report:begin -->', '<!-- gpu-report:end -->'
 
 
 def _write_json(data: Any, path: str) -> None:
@@ -255,21 +252,6 @@ def split(report: Dict[str, Any], into: str) -> list:
     return paths
 
 
-def update_block(path: str, text: str) -> None:
-    """Replace the lines between the markers of ``path`` with ``text`` (atomically)."""
-    with open(path) as f:
-        content = f.read()
-    if content.count(BEGIN) != 1 or content.count(END) != 1 or \
-            content.index(BEGIN) > content.index(END):
-        raise ValueError(f'{path}: needs one line {BEGIN} followed by one line {END}')
-    head, rest = content.split(BEGIN)
-    _, tail = rest.split(END)
-    tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        f.write(f'{head}{BEGIN}\n{text}{END}{tail}')
-    os.replace(tmp, path)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
@@ -300,7 +282,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = sub.add_parser('tables', help='Markdown tables of a report.json')
     p.add_argument('report')
     p.add_argument('--out', help='write the tables to this file (else print them)')
-    p.add_argument('--update', help='replace the gpu-report block of this Markdown file')
     args = parser.parse_args(argv)
     if args.command == 'part':
         write_part(args.parts, args.name, args.status, args.seconds)
@@ -320,12 +301,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     else:
         with open(args.report) as f:
             text = tables(json.load(f))
-        if args.update:
-            update_block(args.update, text)
         if args.out:
             with open(args.out, 'w') as f:
                 f.write(text)
-        if not (args.out or args.update):
+        if not args.out:
             print(text, end='')
     return 0
 
