@@ -334,6 +334,76 @@ def test_pretrained_mask_rcnns_are_scored_on_training_images_too(
             ) in protocol.render_table(results)
 
 
+def test_report_of_a_run_so_far_draws_its_finished_cases_and_writes_no_results_json(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    import cv2
+    full = protocol.PROTOCOLS['full']
+    run = protocol.ProtocolRun(full, str(tmp_path))
+    run.check_protocol()
+    images = [dict(id=i, file_name=f'{i:012d}.jpg', height=40, width=50) for i in (7, 2, 5, 9, 3)]
+    train = [dict(id=i, file_name=f'{i:012d}.jpg', height=40, width=50) for i in range(100, 164)]
+    for split, split_images in (('train', train), ('val', images)):
+        ann = tmp_path / 'data' / 'fashion_coco' / 'annotations' / f'instances_{split}2017.json'
+        ann.parent.mkdir(parents=True, exist_ok=True)
+        ann.write_text(json.dumps(dict(images=split_images, annotations=[], categories=[],
+                                       info={})))
+    for b in full.classifiers:
+        protocol.atomic_json(dict(checkpoint=f'/{b}.pth', work_dir=f'/pre/{b}', top1=80.0),
+                             run.stage_file(f'pretrain-{b}'))
+    finished = ['mask-rcnn_resnet18_pretrained', 'mask-rcnn_pdc-resnet18_pretrained',
+                'mask-rcnn_resnet18_scratch']
+    for name in finished:
+        protocol.atomic_json(dict(checkpoint=f'/{name}/epoch_12.pth', work_dir=f'/{name}',
+                                  bbox_mAP=0.2, bbox_mAP_50=0.4, segm_mAP=0.1, segm_mAP_50=0.3),
+                             run.stage_file(f'finetune-{name}'))
+    commands = []
+    colours = {'mask-rcnn_resnet18_pretrained': (0, 0, 255),
+               'mask-rcnn_pdc-resnet18_pretrained': (255, 0, 0)}  # BGR: red and blue rows
+
+    def fake_stage(cmd, log):  # what plot_curves.py, det_inference.py and test.py write
+        commands.append(cmd)
+        if '--out-dir' in cmd:
+            out_dir = Path(cmd[cmd.index('--out-dir') + 1])
+            (out_dir / 'vis').mkdir(parents=True, exist_ok=True)
+            for image in cmd[2:2 + full.prediction_images]:
+                canvas = np.zeros((40, 50, 3), np.uint8)
+                canvas[:] = colours[out_dir.name]
+                assert cv2.imwrite(str(out_dir / 'vis' / Path(image).name), canvas)
+        elif cmd[1].endswith('test.py'):
+            Path(cmd[cmd.index('--out') + 1]).write_text(json.dumps(
+                {f'coco/{m}': 0.5 for m in protocol.METRICS}))
+
+    monkeypatch.setattr(protocol, 'run_stage', fake_stage)
+    results = protocol.main(['report', str(tmp_path)])
+    assert not results['complete'] and not (tmp_path / 'results.json').exists()
+    assert 'partial report' in capsys.readouterr().out
+    tools = [Path(c[1]).name for c in commands]
+    assert tools == ['plot_curves.py', 'plot_curves.py', 'det_inference.py', 'test.py',
+                     'det_inference.py', 'test.py']
+    assert commands[0][commands[0].index('--labels') + 1:][:3] == finished[:1] + [
+        'mask-rcnn_resnet18_scratch', 'mask-rcnn_pdc-resnet18_pretrained']
+    first = sorted(i['file_name'] for i in images)[:full.prediction_images]  # the same images
+    for cmd in (commands[2], commands[4]):
+        assert [Path(i).name for i in cmd[2:2 + len(first)]] == first
+    grid = cv2.imread(str(tmp_path / 'report' / 'predictions.png'))
+    assert grid.shape[:2] == (2 * 280, full.prediction_images * 320)  # 2 rows of 4, 100 dpi
+    top, bottom = grid[: grid.shape[0] // 2], grid[grid.shape[0] // 2:]
+    for half, (b, g, r) in ((top, colours['mask-rcnn_resnet18_pretrained']),
+                            (bottom, colours['mask-rcnn_pdc-resnet18_pretrained'])):
+        close = (np.abs(half.astype(int) - (b, g, r)) < 8).all(axis=2)  # JPEG's rounding
+        assert close.mean() > 0.2  # the row's own images fill it
+    with pytest.raises(ValueError, match=r'rows of \[1, 2\] images'):
+        protocol.prediction_grid(dict(a=['x'], b=['x', 'y']), str(tmp_path / 'bad.png'))
+    # a complete run also writes results.json
+    protocol.atomic_json({}, run.stage_file('data'))
+    for case in full.cases:
+        if case.name not in finished:
+            protocol.atomic_json(dict(checkpoint='/c.pth', work_dir='/c', bbox_mAP=0.3),
+                                 run.stage_file(f'finetune-{case.name}'))
+    assert protocol.main(['report', str(tmp_path)])['complete']
+    assert json.loads((tmp_path / 'results.json').read_text())['complete']
+
+
 def _results(values: dict) -> dict:
     full = protocol.PROTOCOLS['full']
     cases = {}

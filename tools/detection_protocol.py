@@ -6,6 +6,7 @@ CPU scale, on offline data, through the shipped configs, in one resumable comman
     # on 2 cores: two lanes side by side, one thread each (the last one writes the report)
     python tools/detection_protocol.py run --backbone resnet18 --threads 1 &
     python tools/detection_protocol.py run --backbone pdc-resnet18 --threads 1
+    python tools/detection_protocol.py report WORK                # the report of a run so far
     python tools/detection_protocol.py table WORK/results.json --write docs/en/detection.md
 
 Stages, each leaving ``WORK/stages/<stage>.json`` when it is finished (a rerun skips it; a stage
@@ -26,9 +27,10 @@ running with ``tools/test.py`` the validation it was stopped during, if any):
    From scratch: no checkpoint, every stage trained and BN statistics learnt (``init_cfg=None``,
    ``frozen_stages=-1``, ``norm_eval=False``), everything else the same.
 4. ``report``: ``WORK/results.json``, loss / AP / accuracy curves, the predictions of the
-   pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images, and the AP of
-   those two on as many training images as the validation split has (``training-split WORK``
-   runs that part as soon as they are finished).
+   pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images
+   (``report/predictions.png``), and the AP of those two on as many training images as the
+   validation split has. ``report WORK`` draws it for the stages finished so far, without
+   ``results.json`` (``training-split WORK`` only scores the training images).
 
 The protocol (sizes, iterations, seeds, what counts as "better") is fixed in :data:`PROTOCOLS`
 before any run; ``run`` refuses a work_dir started under a different protocol.
@@ -250,6 +252,32 @@ def seconds_per_iter(work_dir: str) -> Optional[float]:
     """The median 'time' of the logged training iterations (mmengine's IterTimerHook)."""
     times = sorted(r['time'] for r in read_scalars(work_dir) if 'time' in r and 'loss' in r)
     return times[len(times) // 2] if times else None
+
+
+def prediction_grid(drawn: Dict[str, List[str]], out: str) -> None:
+    """One PNG of the drawn predictions: a row per detector (``drawn``: its label → its images,
+    the same validation images in the same order for every row), a column per image."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
+    from plot_curves import save_png
+    columns = {len(images) for images in drawn.values()}
+    if len(columns) != 1:
+        raise ValueError(f'drawn: rows of {sorted(columns)} images; every row needs the same')
+    columns = columns.pop()
+    fig, axes = plt.subplots(len(drawn), columns, squeeze=False,
+                             figsize=(3.2 * columns, 2.8 * len(drawn)))
+    for row, (label, images) in zip(axes, drawn.items()):
+        for ax, image in zip(row, images):
+            ax.imshow(plt.imread(image))
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(osp.basename(image), fontsize=8)
+        row[0].set_ylabel(label, fontsize=8)
+    fig.tight_layout()
+    save_png(fig, out)
+    plt.close(fig)
 
 
 def run_stage(cmd: List[str], log: str) -> None:
@@ -504,33 +532,45 @@ class ProtocolRun:
         return result
 
     def report(self, results: dict) -> dict:
-        """``results.json``, the curves, the prediction images and the training-split scores of
-        a complete run."""
+        """The report of the finished stages in ``report/``: loss / AP / accuracy curves, the
+        predictions of the finished pretrained Mask R-CNNs on the same validation images (one
+        grid, ``predictions.png``, and each detector's own files) and their scores on training
+        images; ``results.json`` once every stage is done. ``report WORK`` draws it for a run
+        still going."""
         pretrained, cases = results['pretrain'], results['cases']
         report_dir = osp.join(self.work_dir, 'report')
+        log = osp.join(report_dir, 'report.log')
         plot = [sys.executable, osp.join(TOOLS, 'analysis_tools', 'plot_curves.py')]
-        runs = [c['work_dir'] for c in cases.values()]
-        run_stage(plot + [*runs, '--labels', *cases, '--metrics', 'loss', 'coco/bbox_mAP',
-                          'coco/segm_mAP', '--out', osp.join(report_dir, 'finetune_curves.png')],
-                  osp.join(report_dir, 'report.log'))
-        run_stage(plot + [*(r['work_dir'] for r in pretrained.values()), '--labels',
-                          *pretrained, '--metrics', 'loss', 'accuracy/top1', '--out',
-                          osp.join(report_dir, 'pretrain_curves.png')],
-                  osp.join(report_dir, 'report.log'))
+        if cases:
+            run_stage(plot + [*(c['work_dir'] for c in cases.values()), '--labels', *cases,
+                              '--metrics', 'loss', 'coco/bbox_mAP', 'coco/segm_mAP', '--out',
+                              osp.join(report_dir, 'finetune_curves.png')], log)
+        if pretrained:
+            run_stage(plot + [*(r['work_dir'] for r in pretrained.values()), '--labels',
+                              *pretrained, '--metrics', 'loss', 'accuracy/top1', '--out',
+                              osp.join(report_dir, 'pretrain_curves.png')], log)
         with open(osp.join(self.coco, 'annotations', 'instances_val2017.json')) as f:
             names = sorted(i['file_name'] for i in json.load(f)['images'])
         images = [osp.join(self.coco, 'val2017', n) for n in names[:self.p.prediction_images]]
-        for name, case in cases.items():
-            if name.startswith('mask-rcnn_') and name.endswith('_pretrained'):
-                config = osp.join(self.coco, Case('mask-rcnn', case['backbone'], True).config)
-                run_stage([sys.executable, osp.join(TOOLS, 'det_inference.py'), *images, config,
-                           case['checkpoint'], '--out-dir',
-                           osp.join(report_dir, 'predictions', name)],
-                          osp.join(report_dir, 'report.log'))
-        for case in self.training_split_cases():
+        drawn = {}
+        for case in self.training_split_cases():  # the pretrained Mask R-CNNs
+            if case.name not in cases:
+                continue
+            out_dir = osp.join(report_dir, 'predictions', case.name)
+            run_stage([sys.executable, osp.join(TOOLS, 'det_inference.py'), *images,
+                       osp.join(self.coco, case.config), cases[case.name]['checkpoint'],
+                       '--out-dir', out_dir], log)
+            drawn[case.name] = [osp.join(out_dir, 'vis', osp.basename(i)) for i in images]
             self.training_split_metrics(case)
+        if drawn:
+            prediction_grid(drawn, osp.join(report_dir, 'predictions.png'))
         results = self.results()
-        atomic_json(results, osp.join(self.work_dir, 'results.json'))
+        if results['complete']:
+            atomic_json(results, osp.join(self.work_dir, 'results.json'))
+        else:
+            missing = [s for s in self.stages() if self.done(s) is None]
+            print(f'[protocol] partial report in {report_dir} (no results.json): stages not '
+                  f'done yet: {missing}', flush=True)
         return results
 
     def stages(self) -> List[str]:
@@ -825,6 +865,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'training images (the report does it too; this runs it before the other cases finish)')
     scores.add_argument('work_dir')
     scores.add_argument('--threads', type=int, default=None, help='as for run')
+    report = sub.add_parser(
+        'report', help="draw the report of a work_dir's finished stages now (curves, "
+        'predictions, training-split scores); a complete run writes it by itself')
+    report.add_argument('work_dir')
+    report.add_argument('--threads', type=int, default=None, help='as for run')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
     table.add_argument('results', nargs='+',
                        help="results.json of a run, or a run's work_dir (its finished stages, "
@@ -837,7 +882,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
     args = parse_args(argv)
-    if args.command in ('run', 'training-split') and args.threads is not None:
+    if args.command in ('run', 'training-split', 'report') and args.threads is not None:
         if args.threads < 1:
             raise ValueError(f'--threads: {args.threads}; allowed: an integer >= 1')
         CHILD_ENV.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
@@ -847,6 +892,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
                   if run.done(f'finetune-{c.name}') is not None}
         print(json.dumps(scored, indent=2))
         return scored
+    if args.command == 'report':
+        run = ProtocolRun.of_work_dir(args.work_dir)
+        return run.report(run.results())
     if args.command == 'run':
         work_dir = args.work_dir or osp.join(
             'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
