@@ -385,13 +385,17 @@ def test_report_of_a_run_so_far_draws_its_finished_cases_and_writes_no_results_j
     first = sorted(i['file_name'] for i in images)[:full.prediction_images]  # the same images
     for cmd in (commands[2], commands[4]):
         assert [Path(i).name for i in cmd[2:2 + len(first)]] == first
-    grid = cv2.imread(str(tmp_path / 'report' / 'predictions.png'))
-    assert grid.shape[:2] == (2 * 280, full.prediction_images * 320)  # 2 rows of 4, 100 dpi
-    top, bottom = grid[: grid.shape[0] // 2], grid[grid.shape[0] // 2:]
-    for half, (b, g, r) in ((top, colours['mask-rcnn_resnet18_pretrained']),
-                            (bottom, colours['mask-rcnn_pdc-resnet18_pretrained'])):
-        close = (np.abs(half.astype(int) - (b, g, r)) < 8).all(axis=2)  # JPEG's rounding
-        assert close.mean() > 0.2  # the row's own images fill it
+    grid = cv2.imread(str(tmp_path / 'report' / 'predictions.jpg'))
+    row = protocol.GRID_CAPTION + 40  # a caption over the 40-pixel-high images
+    assert grid.shape[:2] == (2 * row, full.prediction_images * (50 + protocol.GRID_GAP))
+    for top, (b, g, r) in ((0, colours['mask-rcnn_resnet18_pretrained']),
+                           (row, colours['mask-rcnn_pdc-resnet18_pretrained'])):
+        caption = grid[top:top + protocol.GRID_CAPTION]
+        assert 0 < (caption < 128).all(axis=2).mean() < 0.2  # dark text on white
+        for column in range(full.prediction_images):  # each tile is its row's image
+            left = column * (50 + protocol.GRID_GAP)
+            tile = grid[top + protocol.GRID_CAPTION + 2:top + row - 2, left + 2:left + 48]
+            assert (np.abs(tile.mean(axis=(0, 1)) - (b, g, r)) < 8).all()  # JPEG's rounding
     with pytest.raises(ValueError, match=r'rows of \[1, 2\] images'):
         protocol.prediction_grid(dict(a=['x'], b=['x', 'y']), str(tmp_path / 'bad.png'))
     # a complete run also writes results.json

@@ -28,7 +28,7 @@ running with ``tools/test.py`` the validation it was stopped during, if any):
    ``frozen_stages=-1``, ``norm_eval=False``), everything else the same.
 4. ``report``: ``WORK/results.json``, loss / AP / accuracy curves, the predictions of the
    pretrained ResNet18 and PDC-ResNet18 Mask R-CNNs on the same validation images
-   (``report/predictions.png``), and the AP of those two on as many training images as the
+   (``report/predictions.jpg``), and the AP of those two on as many training images as the
    validation split has. ``report WORK`` draws it for the stages finished so far, without
    ``results.json`` (``training-split WORK`` only scores the training images).
 
@@ -57,6 +57,8 @@ TABLE_END = '<!-- detection-protocol-table:end -->'
 #: ``table --write PAGE`` keeps the results JSON under this name next to the page
 RESULTS_NEXT_TO_PAGE = 'detection_protocol.json'
 METRICS = ('bbox_mAP', 'bbox_mAP_50', 'segm_mAP', 'segm_mAP_50')
+#: the predictions grid of the report: pixels between its images, height of a row's caption
+GRID_GAP, GRID_CAPTION = 4, 24
 #: the environment of the stages' processes (``run --threads`` sets their thread count)
 CHILD_ENV = dict(os.environ)
 
@@ -255,29 +257,42 @@ def seconds_per_iter(work_dir: str) -> Optional[float]:
 
 
 def prediction_grid(drawn: Dict[str, List[str]], out: str) -> None:
-    """One PNG of the drawn predictions: a row per detector (``drawn``: its label → its images,
-    the same validation images in the same order for every row), a column per image."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
-    from plot_curves import save_png
-    columns = {len(images) for images in drawn.values()}
+    """One JPEG of the drawn predictions: a row per detector (``drawn``: its label → its images,
+    the same validation images in the same order for every row) under a caption naming it, a
+    column per image, written atomically."""
+    import cv2
+    import numpy as np
+
+    from mmpoly.engine.saving import atomic_write
+    columns = sorted({len(images) for images in drawn.values()})
     if len(columns) != 1:
-        raise ValueError(f'drawn: rows of {sorted(columns)} images; every row needs the same')
-    columns = columns.pop()
-    fig, axes = plt.subplots(len(drawn), columns, squeeze=False,
-                             figsize=(3.2 * columns, 2.8 * len(drawn)))
-    for row, (label, images) in zip(axes, drawn.items()):
-        for ax, image in zip(row, images):
-            ax.imshow(plt.imread(image))
-            ax.set_xticks([])
-            ax.set_yticks([])
-            ax.set_title(osp.basename(image), fontsize=8)
-        row[0].set_ylabel(label, fontsize=8)
-    fig.tight_layout()
-    save_png(fig, out)
-    plt.close(fig)
+        raise ValueError(f'drawn: rows of {columns} images; every row needs the same')
+    white = (255, 255, 255)
+    rows = []
+    for label, images in drawn.items():
+        tiles = []
+        for path in images:
+            tile = cv2.imread(path)
+            if tile is None:
+                raise FileNotFoundError(f'{path}: no image to put in the grid')
+            tiles.append(tile)
+        height = max(t.shape[0] for t in tiles)
+        row = np.concatenate([
+            cv2.copyMakeBorder(t, 0, height - t.shape[0], 0, GRID_GAP, cv2.BORDER_CONSTANT,
+                               value=white) for t in tiles], axis=1)
+        caption = np.full((GRID_CAPTION, row.shape[1], 3), 255, np.uint8)
+        cv2.putText(caption, f'{label}: {", ".join(osp.basename(i) for i in images)}',
+                    (4, GRID_CAPTION - 7), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (0, 0, 0), 1,
+                    cv2.LINE_AA)
+        rows.append(np.concatenate([caption, row]))
+    width = max(r.shape[1] for r in rows)
+    grid = np.concatenate([cv2.copyMakeBorder(r, 0, 0, 0, width - r.shape[1],
+                                              cv2.BORDER_CONSTANT, value=white) for r in rows])
+    ok, data = cv2.imencode('.jpg', grid, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    if not ok:
+        raise RuntimeError(f'{out}: OpenCV could not encode the grid as JPEG')
+    os.makedirs(osp.dirname(out), exist_ok=True)
+    atomic_write(data.tobytes(), out)
 
 
 def run_stage(cmd: List[str], log: str) -> None:
@@ -534,7 +549,7 @@ class ProtocolRun:
     def report(self, results: dict) -> dict:
         """The report of the finished stages in ``report/``: loss / AP / accuracy curves, the
         predictions of the finished pretrained Mask R-CNNs on the same validation images (one
-        grid, ``predictions.png``, and each detector's own files) and their scores on training
+        grid, ``predictions.jpg``, and each detector's own files) and their scores on training
         images; ``results.json`` once every stage is done. ``report WORK`` draws it for a run
         still going."""
         pretrained, cases = results['pretrain'], results['cases']
@@ -563,7 +578,7 @@ class ProtocolRun:
             drawn[case.name] = [osp.join(out_dir, 'vis', osp.basename(i)) for i in images]
             self.training_split_metrics(case)
         if drawn:
-            prediction_grid(drawn, osp.join(report_dir, 'predictions.png'))
+            prediction_grid(drawn, osp.join(report_dir, 'predictions.jpg'))
         results = self.results()
         if results['complete']:
             atomic_json(results, osp.join(self.work_dir, 'results.json'))
