@@ -4,6 +4,7 @@ Fashion-MNIST → ImageNet-layout converter, and (slow) the short protocol end t
 import json
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 from helpers import FASHION_MNIST, REPO, load_tool
@@ -45,6 +46,8 @@ def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
     assert (report / 'pretrain_curves.png').stat().st_size > 10_000
     drawn = sorted((report / 'predictions' / 'mask-rcnn_resnet18_pretrained').glob('vis/*.jpg'))
     assert len(drawn) == protocol.PROTOCOLS['short'].prediction_images
+    grid = cv2.imread(str(report / 'predictions.jpg'))  # one row: the one pretrained Mask R-CNN
+    assert grid.shape[:2] == (protocol.GRID_CAPTION + 128, len(drawn) * (160 + protocol.GRID_GAP))
     scored = results['training_split']['mask-rcnn_resnet18_pretrained']  # on 8 training images
     assert scored['images'] == 8 and scored['empty_evaluation'] is False, scored
     assert (report / 'training_split' / 'mask-rcnn_resnet18_pretrained.json').is_file()
@@ -336,7 +339,6 @@ def test_pretrained_mask_rcnns_are_scored_on_training_images_too(
 
 def test_report_of_a_run_so_far_draws_its_finished_cases_and_writes_no_results_json(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    import cv2
     full = protocol.PROTOCOLS['full']
     run = protocol.ProtocolRun(full, str(tmp_path))
     run.check_protocol()
