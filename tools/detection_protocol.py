@@ -583,15 +583,18 @@ class ProtocolRun:
         if results['complete']:
             atomic_json(results, osp.join(self.work_dir, 'results.json'))
         else:
-            missing = [s for s in self.stages() if self.done(s) is None]
             print(f'[protocol] partial report in {report_dir} (no results.json): stages not '
-                  f'done yet: {missing}', flush=True)
+                  f'done yet: {self.missing_stages()}', flush=True)
         return results
 
     def stages(self) -> List[str]:
         """Every stage of the protocol, in the order one process runs them."""
         return ['data', *(f'pretrain-{b}' for b in self.p.classifiers),
                 *(f'finetune-{c.name}' for c in self.p.cases)]
+
+    def missing_stages(self) -> List[str]:
+        """The stages of the protocol not done yet, in :meth:`stages` order."""
+        return [s for s in self.stages() if self.done(s) is None]
 
     def run(self, backbones: Optional[Sequence[str]] = None,
             cases: Optional[Sequence[str]] = None) -> Optional[dict]:
@@ -637,9 +640,8 @@ class ProtocolRun:
                        self.finetune_dir(case))
         results = self.results()
         if not results['complete']:
-            missing = [s for s in self.stages() if self.done(s) is None]
             print(f'[protocol] report waits for the stages not done yet (another lane or '
-                  f'--case): {missing}', flush=True)
+                  f'--case): {self.missing_stages()}', flush=True)
             return None
         return self.report(results)
 
@@ -875,16 +877,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                      'mask-rcnn_resnet18_scratch) and the pretraining they need')
     run.add_argument('--threads', type=int, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
-    scores = sub.add_parser(
-        'training-split', help='score the finished pretrained Mask R-CNN cases of a work_dir on '
-        'training images (the report does it too; this runs it before the other cases finish)')
-    scores.add_argument('work_dir')
-    scores.add_argument('--threads', type=int, default=None, help='as for run')
-    report = sub.add_parser(
-        'report', help="draw the report of a work_dir's finished stages now (curves, "
-        'predictions, training-split scores); a complete run writes it by itself')
-    report.add_argument('work_dir')
-    report.add_argument('--threads', type=int, default=None, help='as for run')
+    for name, text in (
+            ('training-split', 'score the finished pretrained Mask R-CNN cases of a work_dir on '
+             'training images (the report does it too; this runs it before the other cases '
+             'finish)'),
+            ('report', "draw the report of a work_dir's finished stages now (curves, "
+             'predictions, training-split scores); a complete run writes it by itself')):
+        command = sub.add_parser(name, help=text)
+        command.add_argument('work_dir')
+        command.add_argument('--threads', type=int, default=None, help='as for run')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
     table.add_argument('results', nargs='+',
                        help="results.json of a run, or a run's work_dir (its finished stages, "
