@@ -266,3 +266,23 @@ def test_saved_activations_scale_with_the_batch(tool):
     # break that if they were counted
     assert params > sizes[0]
     assert sizes[1] == pytest.approx(2 * sizes[0], rel=0.02)
+
+
+@pytest.mark.usefixtures('restore_torch_settings')
+def test_profile_counts_each_models_operators(tool):
+    """--profile: the host's work per training step. A PDC step dispatches more operators than
+    ResNet18's (a norm per factor, the products), whatever the timing; on the CPU there are no
+    kernels, and the five costliest operators are named."""
+    args = tool.parse_args([MODEL, '--baseline', BASELINE, '--batch-size', '2', '--input-size',
+                            '16', '16', '--rounds', '1', '--iters', '1', '--warmup', '0',
+                            '--no-memory', '--profile'])
+    results = tool.run_benchmark(args)
+    base, pdc = (entry['profile'] for entry in results['models'])
+    assert base['steps'] == pdc['steps'] == tool.PROFILE_STEPS
+    assert base['ops'] == int(base['ops']) > 100  # the same operators every step
+    assert pdc['ops'] > 1.5 * base['ops']
+    assert (pdc['kernels'], pdc['gpu_ms'], pdc['gpu_busy']) == (None, None, None)
+    names = [k['name'] for k in pdc['top_kernels']]
+    assert len(names) == 5 and all(name.startswith('aten::') for name in names)
+    assert 'aten::convolution_backward' in names
+    assert 'profile: ' in tool.format_results(results)

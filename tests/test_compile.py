@@ -124,6 +124,25 @@ def test_compiled_parts_keep_state_dict_and_outputs():
     compiled.load_state_dict(eager.state_dict(), strict=True)
 
 
+def test_a_compiled_pdc_backbone_is_one_graph_without_warnings():
+    """Training mode, float32, grad on the CPU: where the fused terms run eagerly. Compiled,
+    every block falls back to its layers before anything dynamo cannot trace (no graph break,
+    no dynamo warning about tracing mmpoly's helpers)."""
+    import warnings
+
+    import torch._dynamo as dynamo
+    backbone = _tiny_classifier().backbone.train()
+    dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        explained = dynamo.explain(backbone)(torch.randn(2, 1, 28, 28))
+    dynamo.reset()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), \
+        explained.break_reasons
+    assert not [w for w in caught if 'Dynamo' in str(w.message)], \
+        [str(w.message)[:200] for w in caught]
+
+
 def test_detectors_compile_backbone_and_neck_only():
     cfg = Config.fromfile(str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
     cfg.model.backbone.init_cfg = None

@@ -45,8 +45,14 @@ def test_report_and_tables(gen, tmp_path):
                                            build_time='mmcv 2.1.0 cuda 9.0 build: 301 s (...)'))
     _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:compiled', _bench(0.95, 0.99, True))
     _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:compiled', _bench(0.90, 0.97, False))
-    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:eager', _bench(0.38, 0.51, True))
+    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:eager',  # --eager drops the targets
+            dict(_bench(0.38, 0.51, True), checks=[]))
     _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:eager', status='failed (exit 1)')
+    profiled = _bench(0.93, 0.98, True)
+    for entry, kernels, busy in zip(profiled['models'], (261, 651), (0.5, 0.25)):
+        entry['profile'] = dict(steps=3, ops=100.0, kernels=float(kernels), gpu_ms=6.0,
+                                gpu_busy=busy, top_kernels=[])
+    _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:cudagraphs', profiled)
     _record(gen, parts, 'finetune', seconds=120)
     _record(gen, parts, 'finetune_eval', {'coco/bbox_mAP': 0.412, 'coco/segm_mAP': 0.388})
     _record(gen, parts, 'bench:gpu-cifar100-families:fp32:compiled', status='skipped',
@@ -63,12 +69,20 @@ def test_report_and_tables(gen, tmp_path):
     assert first.startswith('Measured on ') and f"torch {torch.__version__}" in first
     assert f'CUDA {torch.version.cuda}' in first and report['date'] in first
     assert 'mmcv 2.1.0: CUDA ops yes; build: mmcv 2.1.0 cuda 9.0 build: 301 s' in text
+    header = next(line for line in text.splitlines() if line.startswith('| model'))
+    # the four columns always, a CUDA-graphs run beside them; targets of each checked run
+    assert header == ('| model | FLOP ideal | fp32 compiled | bf16 compiled | fp32 eager | '
+                      'bf16 eager | fp32 cudagraphs | memory fp32 compiled | targets (fp32 '
+                      'compiled / bf16 compiled / fp32 cudagraphs) |')
     row = next(line for line in text.splitlines()
                if line.startswith('| pdc_resnet18_8xb32_in1k.py'))
     assert row == ('| pdc_resnet18_8xb32_in1k.py | 1.08× | 0.95× / 0.99× | 0.90× / 0.97× | '
-                   '0.38× / 0.51× | not run | 1.20× | train ≥ 0.92: met / train ≥ 0.92: '
-                   '**missed** |')
+                   '0.38× / 0.51× | not run | 0.93× / 0.98× | 1.20× | train ≥ 0.92: met / '
+                   'train ≥ 0.92: **missed** / train ≥ 0.92: met |')
     assert 'fp32 compiled 1000 / 2000 images/s' in text
+    assert ('Profile, fp32 cudagraphs, per training step: resnet18_8xb32_in1k.py 261 kernels, '
+            'GPU busy 6.0 ms (50 % of the step); pdc_resnet18_8xb32_in1k.py 651 kernels, GPU '
+            'busy 6.0 ms (25 % of the step).') in text
     assert 'COCO bbox mAP 0.412, segm mAP 0.388' in text and '(120 s)' in text
     assert ('Steps not completed: bench:gpu-in1k-pdc:bf16:eager (failed (exit 1)); '
             'bench:gpu-cifar100-families:fp32:compiled (skipped).') in text
@@ -77,7 +91,8 @@ def test_report_and_tables(gen, tmp_path):
     names = sorted(Path(p).name for p in written)
     date = report['date'][:10]
     assert names == [f'{date}_gpu-in1k-pdc_{run}.json'
-                     for run in ('bf16_compiled', 'fp32_compiled', 'fp32_eager')]
+                     for run in ('bf16_compiled', 'fp32_compiled', 'fp32_cudagraphs',
+                                 'fp32_eager')]
     assert json.loads(Path(written[0]).read_text())['models'][1]['ratios']['train'] == 0.95
 
 
@@ -142,7 +157,7 @@ def test_warm_runs_commands_side_by_side(gen, tmp_path):
     assert (folder / '3.log').is_file()
 
 
-def test_bad_options():
+def test_bad_options(tmp_path):
     for args, message in ((['--device', 'tpu'], "--device must be cuda or cpu, got 'tpu'"),
                           (['--budget-s', '9m'], "--budget-s must be a whole number"),
                           (['--bogus'], "unknown option '--bogus'"),
@@ -150,6 +165,15 @@ def test_bad_options():
                            'has no report.json to resume')):
         proc = subprocess.run(['bash', str(SCRIPT), *args], capture_output=True, text=True)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    # the Fashion-COCO step's files are checked before anything runs (the first H200 report
+    # found them missing six minutes in)
+    proc = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--out',
+                           str(tmp_path / 'out'), '--fashion-mnist', str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert (f'--fashion-mnist: {tmp_path} has no train-images-idx3-ubyte(.gz)' in proc.stderr
+            and 'pass it as --fashion-mnist DIR' in proc.stderr), proc.stderr
+    assert not (tmp_path / 'out' / 'report.json').exists()
     for jobs in ('0', 'many'):
         proc = subprocess.run(['bash', str(SCRIPT)], capture_output=True, text=True,
                               env={**os.environ, 'WARM_JOBS': jobs})
@@ -184,6 +208,9 @@ def test_cpu_dry_run(tmp_path):
     assert compiled['settings']['compile'] and compiled['settings']['device'] == 'cpu'
     assert compiled['settings']['compile_backend'] == 'aot_eager'
     assert [c['target'] for c in compiled['checks']] == ['min_train_ratio']  # the GPU target
+    # profiled (--profile): operators per step on the CPU, PDC's more than ResNet18's
+    base_ops, pdc_ops = (m['profile']['ops'] for m in compiled['models'])
+    assert pdc_ops > base_ops > 0 and compiled['models'][1]['profile']['kernels'] is None
     eager = steps['bench:gpu-in1k-pdc:bf16:eager']['result']
     assert not eager['settings']['compile'] and eager['settings']['amp'] == 'bfloat16'
     assert eager['checks'] == []

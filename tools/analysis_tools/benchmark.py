@@ -176,6 +176,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=_non_negative_int,
                         help='untimed iterations before each timing (2)')
     parser.add_argument('--no-memory', action='store_true', help='skip the memory measurement')
+    parser.add_argument('--profile', action='store_true',
+                        help='profile a few training steps of each model (torch.profiler): '
+                        'operators and, on CUDA, kernels per step and how busy the GPU is')
     parser.add_argument('--json', metavar='OUT', help='write the results to this JSON file')
     parser.add_argument('--onnx', action='store_true',
                         help='instead: CPU inference latency of PyTorch eager, its inference '
@@ -521,6 +524,58 @@ def _ratio(value: Optional[float], reference: Optional[float]) -> Optional[float
     return value / reference
 
 
+#: Training steps recorded by ``--profile`` (after one unrecorded step).
+PROFILE_STEPS = 3
+
+
+def profile_training(bench: Bench, args: argparse.Namespace,
+                     step_seconds: float) -> Dict[str, Any]:
+    """Operators and kernels of ``PROFILE_STEPS`` training steps (``--profile``).
+
+    Per step: ``ops`` (aten operators dispatched from outside another aten operator: the host's
+    work), and on CUDA ``kernels`` (launched), ``gpu_ms`` (their summed device time) and
+    ``gpu_busy`` (``gpu_ms`` over the timed, unprofiled step, ``step_seconds``): well under 1
+    means the step waits on the host, not on the GPU. ``top_kernels``: the five kernels (CPU:
+    operators) with the most device (CPU: self) time per step.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU]
+    if args.device == 'cuda':
+        activities.append(ProfilerActivity.CUDA)
+    bench.train_step()
+    _sync(args.device)
+    with profile(activities=activities) as prof:
+        for _ in range(PROFILE_STEPS):
+            bench.train_step()
+        _sync(args.device)
+    events = prof.events()
+
+    def top_level(event) -> bool:
+        parent = event.cpu_parent
+        return parent is None or not parent.name.startswith('aten::')
+
+    ops = [e for e in events if e.device_type == DeviceType.CPU
+           and e.name.startswith('aten::') and top_level(e)]
+    result: Dict[str, Any] = dict(steps=PROFILE_STEPS, ops=len(ops) / PROFILE_STEPS,
+                                  kernels=None, gpu_ms=None, gpu_busy=None)
+    totals: Dict[str, List[float]] = {}
+    if args.device == 'cuda':
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        for e in kernels:
+            totals.setdefault(e.name, []).append(e.time_range.elapsed_us())
+        gpu_ms = sum(sum(v) for v in totals.values()) / 1e3 / PROFILE_STEPS
+        result.update(kernels=len(kernels) / PROFILE_STEPS, gpu_ms=gpu_ms,
+                      gpu_busy=gpu_ms / 1e3 / step_seconds)
+    else:
+        for e in ops:
+            totals.setdefault(e.name, []).append(e.self_cpu_time_total)
+    top = sorted(totals.items(), key=lambda item: -sum(item[1]))[:5]
+    result['top_kernels'] = [dict(name=name[:120], ms=sum(times) / 1e3 / PROFILE_STEPS,
+                                  count=len(times) / PROFILE_STEPS) for name, times in top]
+    return result
+
+
 def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     """Measure every model of ``args`` interleaved; return the results (see ``--json``)."""
     register_all_modules()
@@ -542,6 +597,11 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
     if not args.no_memory:
         memory = [training_memory(bench, args) if args.device == 'cuda' else
                   _memory_in_subprocess(i, args) for i, bench in enumerate(benches)]
+    profiles = [None] * len(names)
+    if args.profile:
+        profiles = [profile_training(bench, args, args.batch_size /
+                                     statistics.median(train_rounds[i]))
+                    for i, bench in enumerate(benches)]
     models = []
     for i, bench in enumerate(benches):
         models.append(dict(
@@ -549,7 +609,8 @@ def run_benchmark(args: argparse.Namespace) -> Dict[str, Any]:
             flops_part=bench.flops_part, input_shape=list(bench.input_shape),
             train_images_per_s=statistics.median(train_rounds[i]),
             infer_images_per_s=statistics.median(infer_rounds[i]),
-            train_rounds=train_rounds[i], infer_rounds=infer_rounds[i], **memory[i]))
+            train_rounds=train_rounds[i], infer_rounds=infer_rounds[i], **memory[i],
+            profile=profiles[i]))
     base = models[0]
     for entry in models:
         entry['ratios'] = dict(
@@ -602,6 +663,16 @@ def _fmt_ratio(value: Optional[float]) -> str:
     return '   n/a' if value is None else f'{value:5.2f}×'
 
 
+def format_profile(profile: Dict[str, Any]) -> str:
+    """One line of a ``--profile`` record."""
+    text = f"{profile['ops']:.0f} operators/step"
+    if profile['kernels'] is not None:
+        text += (f", {profile['kernels']:.0f} kernels/step, GPU busy {profile['gpu_ms']:.2f} ms "
+                 f"per step ({100 * profile['gpu_busy']:.0f} % of the timed step)")
+    return text + '; top: ' + ', '.join(f"{k['name'][:40]} {k['ms']:.2f} ms"
+                                        for k in profile['top_kernels'][:3])
+
+
 def format_results(results: Dict[str, Any]) -> str:
     """The header (settings) and one line per model, each figure with its baseline ratio."""
     s = results['settings']
@@ -626,6 +697,8 @@ def format_results(results: Dict[str, Any]) -> str:
             f"train {entry['train_images_per_s']:8.1f} img/s ({_fmt_ratio(r['train'])}) | "
             f"infer {entry['infer_images_per_s']:8.1f} img/s ({_fmt_ratio(r['infer'])}) | "
             f"{memory} | {flops} | params {entry['params'] / 1e6:.2f}M")
+        if entry.get('profile'):
+            lines.append('    profile: ' + format_profile(entry['profile']))
     for check in results['checks']:
         relation = '<=' if check['target'].startswith('max') else '>='
         value = 'n/a' if check['value'] is None else f"{check['value']:.3f}"

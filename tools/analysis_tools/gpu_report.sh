@@ -4,8 +4,9 @@
 #      wheel prebuilt in DIR/built if there is one: building takes about 70 core-minutes) and
 #      checks nms / batched_nms / RoIAlign on CUDA against the CPU;
 #   2. runs the benchmark presets gpu-* (tools/analysis_tools/benchmark.py) compiled (targets
-#      checked) and eager, in fp32 and bf16 AMP, and one Mask R-CNN training step with
-#      ResNet18 against PDC-ResNet18;
+#      checked), with CUDA graphs and eager, in fp32 and bf16 AMP, and one Mask R-CNN training
+#      step with ResNet18 against PDC-ResNet18, each run with --profile (kernels per step and
+#      how busy the GPU is);
 #   3. trains Mask R-CNN PDC-ResNet18 on the offline Fashion-COCO set for a few hundred
 #      iterations and evaluates COCO bbox / segm AP with tools/test.py;
 # and writes everything to OUT/report.json (rewritten after every step, atomically) and
@@ -13,14 +14,16 @@
 #
 # The steps run in the order of what matters most, so that a budget that runs out skips the
 # least: the compiled targets of gpu-in1k-pdc, gpu-cifar-pdc-comp and gpu-in1k-pdc-cmp (fp32,
-# bf16), the Mask R-CNN step (fp32), the Fashion-COCO training and its AP, then the eager
-# figures, gpu-cifar100-families and the bf16 Mask R-CNN step. Before each group of timed
+# bf16), the Mask R-CNN step (fp32), the Fashion-COCO training and its AP, PDC-ResNet18 and
+# PDC-comp with CUDA graphs (fp32), then the eager figures, the float16 Mask R-CNN step, the
+# rest of CUDA graphs and gpu-cifar100-families. Before each group of timed
 # compiled runs, one step (warm_compile) runs the same commands once each, several at a time,
 # so that torch.compile's on-disk cache holds their graphs: the timed runs then load them
 # instead of compiling one after another (compiling is CPU work, and the cores are many).
 #
 #   tools/analysis_tools/gpu_report.sh [--device cuda|cpu] [--out DIR] [--wheelhouse DIR]
-#                                      [--budget-s SECONDS] [--quick] [--save-wheel DIR] [--resume]
+#                                      [--fashion-mnist DIR] [--budget-s SECONDS] [--quick]
+#                                      [--save-wheel DIR] [--resume]
 #
 #   --device cpu   a dry run of the machinery on the CPU: tiny sizes and iterations, the
 #                  installed mmcv (no build), the same report (its figures mean nothing)
@@ -28,6 +31,10 @@
 #   --wheelhouse   the folder tools/build_mmcv.sh --download filled (mmcv sdist, wheels); with
 #                  it the set-up needs no package index. A wheel built here is cached in
 #                  DIR/built and reused by the next run that carries DIR.
+#   --fashion-mnist  the folder of the four Fashion-MNIST *-ubyte(.gz) files the Fashion-COCO
+#                  set is drawn from (default /usr/share/datasets/fashion-mnist, where Debian's
+#                  dataset-fashion-mnist puts them; a GPU image seldom has them: carry them).
+#                  Checked before anything runs.
 #   --budget-s     steps that would start after this many seconds are recorded as skipped and
 #                  each step is stopped at the budget's end (default 540)
 #   --quick        one preset, two runs of it and one detector run (the CPU test uses it)
@@ -44,6 +51,7 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+FASHION_MNIST=/usr/share/datasets/fashion-mnist
 DEVICE=cuda OUT_DIR="" WHEELHOUSE="" BUDGET_S=540 QUICK=0 SAVE_WHEEL="" NO_TRANSFORMERS=0 RESUME=0
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -51,6 +59,7 @@ while [ $# -gt 0 ]; do
         --out) OUT_DIR="$2"; shift 2 ;;
         --wheelhouse) WHEELHOUSE="$(cd "$2" && pwd)"; shift 2 ;;
         --budget-s) BUDGET_S="$2"; shift 2 ;;
+        --fashion-mnist) FASHION_MNIST="$2"; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --save-wheel) SAVE_WHEEL="$2"; shift 2 ;;
         --remove-transformers) NO_TRANSFORMERS=1; shift ;;
@@ -116,6 +125,19 @@ if [ "$RESUME" = 1 ]; then
     PREV_S="${RESTORED[0]}"
     for name in "${RESTORED[@]:1}"; do DONE[$name]=1; done
     say "resuming $OUT_DIR/report.json: ${#DONE[@]} completed steps kept (${PREV_S} s)"
+fi
+# The Fashion-COCO step's source images, checked now rather than minutes into the run.
+if [ -z "${DONE[fashion_coco]:-}" ]; then
+    for name in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
+                t10k-labels-idx1-ubyte; do
+        if [ ! -f "$FASHION_MNIST/$name.gz" ] && [ ! -f "$FASHION_MNIST/$name" ]; then
+            say "error: --fashion-mnist: $FASHION_MNIST has no $name(.gz); the Fashion-COCO" \
+                "step needs the four Fashion-MNIST files: apt-get install dataset-fashion-mnist," \
+                "or copy /usr/share/datasets/fashion-mnist/*.gz from a machine that has them" \
+                "into a folder that travels with the run and pass it as --fashion-mnist DIR"
+            exit 2
+        fi
+    done
 fi
 elapsed() { echo $(( PREV_S + $(date +%s) - START )); }
 
@@ -185,7 +207,8 @@ fi
 step mmcv_check "${GEN[@]}" mmcv "$PARTS/mmcv_check.json" ${BUILT:+--build-time "$BUILT/build_time.txt"}
 
 # 2. Benchmarks, each named PRESET:PRECISION:MODE (PRESET mask-rcnn: one Mask R-CNN training
-# step, PDC-ResNet18 against ResNet18). Tiny sizes on the CPU dry run.
+# step, PDC-ResNet18 against ResNet18; PRECISION fp32, bf16 or fp16 autocast; MODE eager,
+# compiled, or cudagraphs: compiled with mode='reduce-overhead'). Tiny sizes on the CPU dry run.
 BENCH=("$PY" tools/analysis_tools/benchmark.py)
 if [ "$DEVICE" = cpu ]; then
     SIZE=(--device cpu --batch-size 2 --input-size 32 32 --rounds 1 --iters 1 --warmup 1 --no-memory)
@@ -209,7 +232,11 @@ bench_command() {
         CMD=("${BENCH[@]}" --preset "$preset" "${SIZE[@]}")
         if [ "$mode" = eager ]; then CMD+=(--eager); else CMD+=("${COMPILED[@]}"); fi
     fi
-    [ "$precision" = fp32 ] || CMD+=(--amp --amp-dtype bfloat16)
+    [ "$mode" != cudagraphs ] || CMD+=(--compile-mode reduce-overhead)
+    case "$precision" in
+        bf16) CMD+=(--amp --amp-dtype bfloat16) ;;
+        fp16) CMD+=(--amp --amp-dtype float16) ;;
+    esac
 }
 # warm_start SPEC...: start the compile warm-up of those compiled runs not completed yet (in
 # the background; WARM names it). timed SPEC...: wait for the warm-up, then time each run.
@@ -219,7 +246,7 @@ warm_start() {
     WARM="warm_compile:$WARM_GROUP"
     cmd_dir="$PARTS/warm_compile_$WARM_GROUP"
     for spec in "$@"; do
-        if [ "${spec##*:}" = compiled ] && [ -z "${DONE[bench:$spec]:-}" ]; then warm+=("$spec"); fi
+        if [ "${spec##*:}" != eager ] && [ -z "${DONE[bench:$spec]:-}" ]; then warm+=("$spec"); fi
     done
     [ "${#warm[@]}" -gt 0 ] || return 0
     mkdir -p "$cmd_dir"
@@ -237,22 +264,29 @@ timed() {
     step_wait "$WARM"
     for spec in "$@"; do
         bench_command "$spec"
-        step "bench:$spec" "${CMD[@]}" --json "$PARTS/bench:$spec.json"
+        step "bench:$spec" "${CMD[@]}" --profile --json "$PARTS/bench:$spec.json"
     done
 }
 WARM_GROUP=0 WARM=""
 WARM_JOBS="${WARM_JOBS:-$(( $(nproc) / 2 < 1 ? 1 : ($(nproc) / 2 > 8 ? 8 : $(nproc) / 2) ))}"
 
+# The first H200 report (2026-11-28) found the compiled targets missed by as much as eager runs
+# miss them (the step is bound by the host's kernel launches): CUDA graphs come next to them.
+# The detector's half-precision steps run float16, what --amp gives on CUDA: mmcv 2.1.0 has no
+# bfloat16 CUDA kernel for RoIAlign.
 TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
          gpu-cifar-pdc-comp:fp32:compiled gpu-cifar-pdc-comp:bf16:compiled
          gpu-in1k-pdc-cmp:fp32:compiled gpu-in1k-pdc-cmp:bf16:compiled
-         mask-rcnn:fp32:eager mask-rcnn:fp32:compiled)
+         mask-rcnn:fp32:eager mask-rcnn:fp32:compiled
+         gpu-in1k-pdc:fp32:cudagraphs gpu-cifar-pdc-comp:fp32:cudagraphs)
 LATER=(gpu-in1k-pdc:fp32:eager gpu-in1k-pdc:bf16:eager
        gpu-cifar-pdc-comp:fp32:eager gpu-cifar-pdc-comp:bf16:eager
        gpu-in1k-pdc-cmp:fp32:eager gpu-in1k-pdc-cmp:bf16:eager
+       mask-rcnn:fp16:eager mask-rcnn:fp16:compiled
+       gpu-in1k-pdc:bf16:cudagraphs gpu-cifar-pdc-comp:bf16:cudagraphs
+       gpu-in1k-pdc-cmp:fp32:cudagraphs
        gpu-cifar100-families:fp32:compiled gpu-cifar100-families:bf16:compiled
-       gpu-cifar100-families:fp32:eager gpu-cifar100-families:bf16:eager
-       mask-rcnn:bf16:eager mask-rcnn:bf16:compiled)
+       gpu-cifar100-families:fp32:eager gpu-cifar100-families:bf16:eager)
 if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)
     TARGETS=(gpu-in1k-pdc:fp32:compiled mask-rcnn:fp32:compiled); LATER=(gpu-in1k-pdc:bf16:eager)
 fi
@@ -274,7 +308,7 @@ else
 fi
 DET_CFG="$COCO/mask-rcnn_pdc-resnet18_fpn_1x_fashion-coco.py"
 step fashion_coco "$PY" tools/dataset_converters/make_fashion_coco.py "$COCO" "${NUM[@]}" \
-    --configs configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py
+    --fashion-mnist-root "$FASHION_MNIST" --configs configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py
 step finetune "$PY" tools/train.py "$DET_CFG" --work-dir "$PARTS/finetune" --cfg-options \
     model.backbone.init_cfg=None "train_cfg.max_epochs=$EPOCHS" "train_cfg.val_interval=$EPOCHS" \
     param_scheduler.0.end=50 default_hooks.logger.interval=20 "${LOADERS[@]}"
@@ -285,7 +319,8 @@ step finetune_eval "$PY" tools/test.py "$DET_CFG" "$CKPT" --work-dir "$PARTS/fin
 # 3. The targets, timed once the warm-up is done.
 timed "${TARGETS[@]}"
 
-# 4. The eager figures beside them, the CIFAR-100 families, the bf16 detector step.
+# 4. The eager figures beside them, the float16 detector step, the rest of CUDA graphs, the
+# CIFAR-100 families.
 warm_start "${LATER[@]}"
 timed "${LATER[@]}"
 

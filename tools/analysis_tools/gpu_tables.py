@@ -21,7 +21,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 
 def _write_json(data: Any, path: str) -> None:
@@ -186,6 +186,33 @@ def _checks_text(result: Dict[str, Any], config: str) -> str:
                      for c in checks)
 
 
+def _profile_lines(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List[str]:
+    """A line per run profiled with ``benchmark.py --profile``: per training step, each model's
+    kernels and the GPU's busy time (or, on the CPU, its operators)."""
+    lines = []
+    for mode in modes:
+        models = results[mode]['models'] if mode in results else []
+        if not models or not all(entry.get('profile') for entry in models):
+            continue
+        parts = []
+        for entry in models:
+            p = entry['profile']
+            name = osp.basename(entry['config'])
+            if p['kernels'] is None:
+                parts.append(f"{name} {p['ops']:.0f} operators")
+            else:
+                parts.append(f"{name} {p['kernels']:.0f} kernels, GPU busy {p['gpu_ms']:.1f} ms "
+                             f"({100 * p['gpu_busy']:.0f} % of the step)")
+        lines += ['', f"Profile, {mode.replace(':', ' ')}, per training step: " +
+                  '; '.join(parts) + '.']
+    return lines
+
+
+#: The columns of a preset's table, in order: the first four always, the others when run.
+_MODES = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager', 'fp32:cudagraphs',
+          'bf16:cudagraphs', 'fp16:compiled', 'fp16:eager']
+
+
 def tables(report: Dict[str, Any]) -> str:
     """The Markdown tables of a report (see the module docstring)."""
     lines = [f"Measured on {report['device_name']} ({report['device']}), torch {report['torch']}, "
@@ -195,14 +222,17 @@ def tables(report: Dict[str, Any]) -> str:
     if mmcv:
         lines += [f"mmcv {mmcv['mmcv']}: CUDA ops {'yes' if mmcv['cuda_ops'] else 'no'}; build: "
                   f"{mmcv['build_time'] or 'not built in this run'}.", '']
-    modes = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager']
     for preset, results in _bench_steps(report).items():
+        # the four columns always, then the other runs of this preset (CUDA graphs, float16)
+        modes = _MODES[:4] + [m for m in _MODES[4:] if m in results]
+        checked = [m for m in modes if m in results and results[m].get('checks')]
         first = next(iter(results.values()))
         lines += [f"**{preset}** (baseline {osp.basename(first['baseline'])}, batch "
                   f"{first['settings']['batch_size']}; training / inference, ratio to the "
                   f"baseline)", '',
                   '| model | FLOP ideal | ' + ' | '.join(m.replace(':', ' ') for m in modes) +
-                  ' | memory fp32 compiled | targets (fp32 / bf16 compiled) |',
+                  ' | memory fp32 compiled | targets (' +
+                  (' / '.join(m.replace(':', ' ') for m in checked) or 'none checked') + ') |',
                   '|---|---|' + '---|' * (len(modes) + 2)]
         for index, entry in enumerate(first['models']):
             if entry['baseline']:
@@ -217,10 +247,10 @@ def tables(report: Dict[str, Any]) -> str:
                 cells.append(f"{_ratio(r['train'])} / {_ratio(r['infer'])}")
             fp32 = results.get('fp32:compiled')
             memory = _ratio(fp32['models'][index]['ratios']['memory']) if fp32 else 'not run'
-            targets = ' / '.join(_checks_text(results[m], entry['config'])
-                                 for m in ('fp32:compiled', 'bf16:compiled') if m in results)
+            targets = ' / '.join(_checks_text(results[m], entry['config']) for m in checked)
             lines.append(f"| {osp.basename(entry['config'])} | {_ratio(entry['ratios']['flops'])}"
                          f" | {' | '.join(cells)} | {memory} | {targets or '–'} |")
+        lines += _profile_lines(results, modes)
         speeds = [(m.replace(':', ' '), results[m]['models'][0]) for m in modes if m in results]
         lines += ['', f"Baseline {osp.basename(first['models'][0]['config'])}: " + ', '.join(
             f"{mode} {base['train_images_per_s']:.4g} / {base['infer_images_per_s']:.4g} images/s"

@@ -199,12 +199,14 @@ def _supported_factor(factor: nn.Module) -> bool:
 def fused_term_supported(factors: Sequence[nn.Module], projection: nn.Sequential,
                          z: Tensor) -> bool:
     """Whether :func:`fused_term` can run the term of these factors and projection on ``z``."""
+    # compiling first: dynamo cannot trace torch_tested (packaging, logging), and a graph
+    # break in every block of a compiled backbone costs more than the fused term saves
+    if torch.compiler.is_compiling() or torch.is_autocast_enabled('cpu'):
+        return False
     if not (z.device.type == 'cpu' and z.dtype in (torch.float32, torch.float64)
             and z.dim() == 4 and z.is_contiguous() and torch.is_grad_enabled()):
         return False
     if not torch_tested(torch.__version__):
-        return False
-    if torch.compiler.is_compiling() or torch.is_autocast_enabled('cpu'):
         return False
     return all(_supported_factor(f) for f in factors) and _supported_factor(projection[-1])
 
