@@ -59,7 +59,7 @@ while [ $# -gt 0 ]; do
         --out) OUT_DIR="$2"; shift 2 ;;
         --wheelhouse) WHEELHOUSE="$(cd "$2" && pwd)"; shift 2 ;;
         --budget-s) BUDGET_S="$2"; shift 2 ;;
-        --fashion-mnist) FASHION_MNIST="$2"; shift 2 ;;
+        --fashion-mnist) FASHION_MNIST="$(cd "$2" 2>/dev/null && pwd || echo "$2")"; shift 2 ;;
         --quick) QUICK=1; shift ;;
         --save-wheel) SAVE_WHEEL="$2"; shift 2 ;;
         --remove-transformers) NO_TRANSFORMERS=1; shift ;;
