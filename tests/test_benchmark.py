@@ -282,7 +282,7 @@ def test_profile_counts_each_models_operators(tool):
     assert base['ops'] == int(base['ops']) > 100  # the same operators every step
     assert pdc['ops'] > 1.5 * base['ops']
     assert (pdc['kernels'], pdc['gpu_ms'], pdc['gpu_busy']) == (None, None, None)
-    names = [k['name'] for k in pdc['top_kernels']]
+    names = [k['name'] for k in pdc['costliest']]
     assert len(names) == 5 and all(name.startswith('aten::') for name in names)
     assert 'aten::convolution_backward' in names
     assert 'profile: ' in tool.format_results(results)

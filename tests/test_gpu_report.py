@@ -51,7 +51,7 @@ def test_report_and_tables(gen, tmp_path):
     profiled = _bench(0.93, 0.98, True)
     for entry, kernels, busy in zip(profiled['models'], (261, 651), (0.5, 0.25)):
         entry['profile'] = dict(steps=3, ops=100.0, kernels=float(kernels), gpu_ms=6.0,
-                                gpu_busy=busy, top_kernels=[])
+                                gpu_busy=busy, costliest=[])
     _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:cudagraphs', profiled)
     _record(gen, parts, 'finetune', seconds=120)
     _record(gen, parts, 'finetune_eval', {'coco/bbox_mAP': 0.412, 'coco/segm_mAP': 0.388})

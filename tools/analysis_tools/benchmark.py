@@ -535,7 +535,7 @@ def profile_training(bench: Bench, args: argparse.Namespace,
     Per step: ``ops`` (aten operators dispatched from outside another aten operator: the host's
     work), and on CUDA ``kernels`` (launched), ``gpu_ms`` (their summed device time) and
     ``gpu_busy`` (``gpu_ms`` over the timed, unprofiled step, ``step_seconds``): well under 1
-    means the step waits on the host, not on the GPU. ``top_kernels``: the five kernels (CPU:
+    means the step waits on the host, not on the GPU. ``costliest``: the five kernels (CPU:
     operators) with the most device (CPU: self) time per step.
     """
     from torch.autograd import DeviceType
@@ -571,7 +571,7 @@ def profile_training(bench: Bench, args: argparse.Namespace,
         for e in ops:
             totals.setdefault(e.name, []).append(e.self_cpu_time_total)
     top = sorted(totals.items(), key=lambda item: -sum(item[1]))[:5]
-    result['top_kernels'] = [dict(name=name[:120], ms=sum(times) / 1e3 / PROFILE_STEPS,
+    result['costliest'] = [dict(name=name[:120], ms=sum(times) / 1e3 / PROFILE_STEPS,
                                   count=len(times) / PROFILE_STEPS) for name, times in top]
     return result
 
@@ -670,7 +670,7 @@ def format_profile(profile: Dict[str, Any]) -> str:
         text += (f", {profile['kernels']:.0f} kernels/step, GPU busy {profile['gpu_ms']:.2f} ms "
                  f"per step ({100 * profile['gpu_busy']:.0f} % of the timed step)")
     return text + '; top: ' + ', '.join(f"{k['name'][:40]} {k['ms']:.2f} ms"
-                                        for k in profile['top_kernels'][:3])
+                                        for k in profile['costliest'][:3])
 
 
 def format_results(results: Dict[str, Any]) -> str:

@@ -271,7 +271,8 @@ WARM_GROUP=0 WARM=""
 WARM_JOBS="${WARM_JOBS:-$(( $(nproc) / 2 < 1 ? 1 : ($(nproc) / 2 > 8 ? 8 : $(nproc) / 2) ))}"
 
 # The first H200 report (2026-11-28) found the compiled targets missed by as much as eager runs
-# miss them (the step is bound by the host's kernel launches): CUDA graphs come next to them.
+# miss them (the time follows the operators per step, not the FLOPs): CUDA graphs, which remove
+# the per-kernel launch cost, come next to them.
 # The detector's half-precision steps run float16, what --amp gives on CUDA: mmcv 2.1.0 has no
 # bfloat16 CUDA kernel for RoIAlign.
 TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
