@@ -425,8 +425,13 @@ def test_sigkill_while_saving_never_leaves_a_broken_checkpoint(
     assert kills_during_write >= 1
     assert any('Taking over the stale lock' in text for text in logs[1:])
 
-    # resume and train one more epoch than the newest complete checkpoint holds
-    done = int(re.search(r'epoch_(\d+)\.pth$', (work_dir / 'last_checkpoint').read_text())[1])
+    # resume and train one more epoch than the newest complete checkpoint holds. A kill between
+    # a checkpoint's rename and the write of last_checkpoint (its temporary file is litter too)
+    # can leave no last_checkpoint at all: resume then takes the newest epoch_*.pth.
+    pointer = work_dir / 'last_checkpoint'
+    newest = pointer.read_text() if pointer.exists() else str(max(
+        work_dir.glob('epoch_*.pth'), key=lambda p: int(re.search(r'(\d+)\.pth$', p.name)[1])))
+    done = int(re.search(r'epoch_(\d+)\.pth$', newest)[1])
     proc = _run(_train_cmd(config, '--work-dir', str(work_dir), '--no-validate', '--resume',
                            '--cfg-options', f'train_cfg.max_epochs={done + 1}'), env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
