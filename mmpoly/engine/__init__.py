@@ -17,6 +17,7 @@ from .checkpoint import (MMENGINE_CHECKPOINT_GLOBALS, TRUSTED_CHECKPOINTS_ENV,
                          unwrap_model)
 from .hooks import (ModelCheckHook, NonFiniteCheckHook, NonFiniteError, UnknownHookOptionError,
                     check_hook_options)
+from .config_text import TextCachingConfig, caching_pretty_text
 from .lr_scale import LrScaleCheckHook
 from .non_finite import NonFiniteValidationHook, first_non_finite_output
 from .precise_bn import RecomputeBNHook, recompute_bn_statistics
@@ -50,4 +51,5 @@ __all__ = [
     'use_atomic_checkpoint_hook'
 ]
 __all__ += ['LrScaleCheckHook', 'NonFiniteValidationHook', 'first_non_finite_output',
-            'RecomputeBNHook', 'recompute_bn_statistics']
+            'RecomputeBNHook', 'recompute_bn_statistics', 'TextCachingConfig',
+            'caching_pretty_text']

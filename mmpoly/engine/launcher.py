@@ -23,7 +23,8 @@ reaches interpreter shutdown while gloo's worker threads still run dies with ``t
 without an active exception`` (SIGABRT), and torchrun reports the whole job as failed.
 
 :func:`build_runner` also installs mmpoly's reliability guarantees: atomic checkpoint saving
-(:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`).
+(:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`), and renders the
+config's text once (:mod:`mmpoly.engine.config_text`).
 """
 import datetime
 import math
@@ -37,6 +38,8 @@ import torch.distributed as torch_dist
 from mmengine.config import Config
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
+
+from .config_text import caching_pretty_text
 
 __all__ = [
     'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'resolve_dist_env', 'cpu_model_wrapper_cfg',
@@ -214,13 +217,15 @@ def build_runner(cfg: Config) -> Runner:
     :func:`~mmpoly.engine.saving.use_atomic_checkpoint_hook`, which edits ``cfg``), building the
     Runner, and for ``resume=True`` choosing the checkpoint
     (:func:`~mmpoly.engine.resume.prepare_resume`; raises
-    :class:`~mmpoly.engine.resume.ResumeError`).
+    :class:`~mmpoly.engine.resume.ResumeError`). The Runner's config renders its text once
+    (:class:`~mmpoly.engine.config_text.TextCachingConfig`), not at every checkpoint.
     """
     from .resume import prepare_resume
     from .saving import install_atomic_saving, use_atomic_checkpoint_hook
     setup_cpu_distributed(cfg, cfg.get('launcher', 'none'))
     install_atomic_saving()
     use_atomic_checkpoint_hook(cfg)
+    cfg = caching_pretty_text(cfg)
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     prepare_resume(runner)
     return runner
