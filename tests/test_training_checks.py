@@ -3,6 +3,7 @@ and the hook that stops training at the first non-finite gradient without checkp
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, List
 
 import pytest
@@ -11,6 +12,7 @@ from helpers import REPO
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
+from mmengine.optim import OptimWrapper
 from mmengine.runner import Runner
 from mmpretrain.registry import MODELS
 from torch import nn
@@ -18,6 +20,7 @@ from test_precise_bn import BNRegression, Points, register_metric
 from torch.utils.data import Dataset
 
 from mmpoly.engine import ModelCheckHook, NonFiniteCheckHook, NonFiniteError
+from mmpoly.engine.non_finite import all_finite
 
 
 
@@ -152,6 +155,45 @@ def test_the_hook_is_silent_on_a_finite_run(tmp_path: Path) -> None:
     model = ExplodingModel(nan_from=10**9)
     _runner(tmp_path, model, [dict(type='NonFiniteCheckHook')]).train()
     assert (tmp_path / 'iter_6.pth').is_file()
+
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_all_finite_agrees_with_a_check_per_element(dtype: torch.dtype) -> None:
+    """NaN, +Inf and -Inf anywhere are found; the largest finite values are finite (a sum
+    would overflow); empty and sparse tensors are fine."""
+    big = torch.finfo(dtype).max
+    gen = torch.Generator().manual_seed(0)
+    base = [torch.randn(3, 4, generator=gen).to(dtype), torch.full((5, ), big, dtype=dtype),
+            torch.full((2, 2), -big, dtype=dtype), torch.empty(0, dtype=dtype),
+            torch.randn(7, generator=gen).to(dtype)]
+    assert all_finite(base) and all_finite([]) and all_finite([torch.empty(0)])
+    for value in (math.nan, math.inf, -math.inf):
+        for index in (0, 1, 4):
+            tensors = [t.clone() for t in base]
+            tensors[index].view(-1)[-1] = value
+            expected = all(bool(torch.isfinite(t).all()) for t in tensors)
+            assert all_finite(tensors) is expected is False, (value, index)
+    if dtype in (torch.float32, torch.float64):
+        sparse = torch.sparse_coo_tensor([[0, 2]], torch.tensor([1.0, math.nan], dtype=dtype),
+                                         (4, ))
+        assert not all_finite([base[0], sparse])
+        assert all_finite([base[0], sparse.coalesce().abs().nan_to_num()])
+
+
+def test_the_hook_reads_one_value_per_step_whatever_the_parameter_count() -> None:
+    """Reading a tensor's value on the host (``bool``, ``item``: ``aten::_local_scalar_dense``)
+    waits for a GPU; the gradient check does it once per step, not once per parameter."""
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(30)])  # 60 parameters
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    runner = SimpleNamespace(model=model, optim_wrapper=OptimWrapper(optimizer))
+    hook = NonFiniteCheckHook()
+    hook.before_train(runner)
+    model(torch.randn(4, 8)).square().mean().backward()
+    with torch.profiler.profile() as profile:
+        optimizer.step()
+    reads = [e for e in profile.events() if e.name == 'aten::_local_scalar_dense']
+    assert len(reads) == 1
+    hook.after_train(runner)
 
 
 def test_mmpoly_configs_switch_the_checks_on() -> None:

@@ -21,7 +21,7 @@ from torch import nn
 from mmpoly.registry import DET_HOOKS, HOOKS, register_in_mmdet
 
 from .checkpoint import unwrap_model
-from .non_finite import NonFiniteError, first_non_finite_output
+from .non_finite import NonFiniteError, all_finite, first_non_finite_output
 
 __all__ = ['NonFiniteError', 'NonFiniteCheckHook', 'ModelCheckHook', 'UnknownHookOptionError',
            'check_hook_options', 'strict_options']
@@ -78,9 +78,10 @@ class NonFiniteCheckHook(Hook):
     """Stop at the first non-finite gradient or loss; never checkpoint that state.
 
     The check runs as a step pre-hook of the optimizer, after the backward pass and before the
-    update, so the weights are never touched by a NaN/Inf gradient. mmengine's fp16 loss scaler
-    skips the optimizer step for overflowing gradients itself, so such skipped steps are not
-    reported. The raised :class:`NonFiniteError` ends the run before ``CheckpointHook`` runs for
+    update, so the weights are never touched by a NaN/Inf gradient. It reads one value back from
+    the device per step (:func:`~.non_finite.all_finite`), whatever the number of parameters.
+    mmengine's fp16 loss scaler skips the optimizer step for overflowing gradients itself, so
+    such skipped steps are not reported. The raised :class:`NonFiniteError` ends the run before ``CheckpointHook`` runs for
     that iteration (this hook's priority is ``VERY_HIGH``).
 
     Args:
@@ -124,9 +125,12 @@ class NonFiniteCheckHook(Hook):
             self._updates += 1
 
         def check(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-            bad = [names.get(id(p), f'<unnamed {tuple(p.shape)}>')
-                   for group in optimizer.param_groups for p in group['params']
-                   if p.grad is not None and not torch.isfinite(p.grad).all()]
+            params = [p for group in optimizer.param_groups for p in group['params']
+                      if p.grad is not None]
+            if all_finite([p.grad for p in params]):
+                return
+            bad = [names.get(id(p), f'<unnamed {tuple(p.shape)}>') for p in params
+                   if not all_finite(p.grad)]
             if bad:
                 loss = runner.message_hub.get_scalar('train/loss').current() \
                     if 'train/loss' in runner.message_hub.log_scalars else float('nan')

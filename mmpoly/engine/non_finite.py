@@ -13,7 +13,7 @@
   saves a "best" checkpoint from it.
 """
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import torch
 from mmengine.hooks import Hook
@@ -26,7 +26,7 @@ from mmpoly.registry import DET_HOOKS, HOOKS, register_in_mmdet
 
 from .checkpoint import unwrap_model as unwrap
 
-__all__ = ['NonFiniteError', 'NonFiniteOutput', 'first_non_finite_output',
+__all__ = ['NonFiniteError', 'NonFiniteOutput', 'all_finite', 'first_non_finite_output',
            'first_non_finite_state', 'finite_with_batch_statistics', 'NonFiniteValidationHook']
 
 BN_DOC = 'docs/en/training.md, "When to recompute BN statistics"'
@@ -86,9 +86,23 @@ def iter_tensors(obj: Any) -> Iterator[Tensor]:
 
 
 def all_finite(obj: Any) -> bool:
-    """Whether every floating-point tensor in ``obj`` is finite."""
-    return all(bool(torch.isfinite(t).all()) for t in iter_tensors(obj)
-               if t.is_floating_point() or t.is_complex())
+    """Whether every floating-point (or complex) tensor in ``obj`` is finite, read back from each
+    device once, however many tensors ``obj`` holds.
+
+    Per tensor its largest absolute value (the ∞-norm: NaN and ±Inf propagate to it, finite
+    values cannot overflow), whether that is finite, and one ``bool`` over all of them per
+    device. A ``bool`` per tensor would wait for the GPU once per tensor: for the gradient check,
+    once per parameter at every training step. Sparse tensors count by their stored values.
+    """
+    finite: Dict[torch.device, List[Tensor]] = {}
+    for tensor in iter_tensors(obj):
+        if tensor.is_floating_point() or tensor.is_complex():
+            tensor = tensor.detach()
+            tensor = tensor.coalesce().values() if tensor.is_sparse else tensor
+            if tensor.numel() > 0:  # the ∞-norm of an empty tensor is an error
+                largest = torch.linalg.vector_norm(tensor, float('inf'))
+                finite.setdefault(tensor.device, []).append(torch.isfinite(largest))
+    return all(bool(torch.stack(flags).all()) for flags in finite.values())
 
 
 def _largest_finite(obj: Any) -> float:
