@@ -143,6 +143,32 @@ def test_a_diverging_step_is_told_from_a_bad_start(tmp_path: Path) -> None:
     assert not list((tmp_path / 'bad_start').glob('*.pth'))
 
 
+class LoggedNaNModel(ExplodingModel):
+    """A finite regression loss, plus from training iteration ``logged_nan_from`` on a constant
+    NaN loss term (as a logged-only loss gone wrong): the gradients stay finite, so only the
+    check of the losses can see it."""
+
+    def __init__(self, logged_nan_from: int) -> None:
+        super().__init__(nan_from=10**9)
+        self.logged_nan_from = logged_nan_from
+
+    def forward(self, inputs, target, mode: str = 'tensor'):
+        out = super().forward(inputs, target, mode)
+        if mode == 'loss':
+            out['loss_logged'] = torch.tensor(
+                math.nan if self.calls >= self.logged_nan_from else 0.5)
+        return out
+
+
+def test_a_non_finite_loss_with_finite_gradients_is_stopped(tmp_path: Path) -> None:
+    runner = _runner(tmp_path, LoggedNaNModel(logged_nan_from=3),
+                     [dict(type='NonFiniteCheckHook')])
+    with pytest.raises(NonFiniteError) as error:
+        runner.train()
+    assert 'non-finite loss_logged (nan) at iteration 3;' in str(error.value), error.value
+    assert sorted(p.name for p in tmp_path.glob('*.pth')) == ['iter_1.pth', 'iter_2.pth']
+
+
 def test_without_the_hook_nan_reaches_the_weights_and_checkpoints(tmp_path: Path) -> None:
     """What the hook prevents: mmengine alone trains on and checkpoints NaN weights."""
     model = ExplodingModel(nan_from=3)

@@ -149,12 +149,16 @@ class NonFiniteCheckHook(Hook):
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None,
                          outputs: Optional[dict] = None) -> None:
-        for key, value in (outputs or {}).items():
-            if 'loss' in key and torch.is_tensor(value) and not torch.isfinite(value).all():
-                cause, diagnosis, where = self._diagnosis(runner)
-                raise NonFiniteError(f'non-finite {key} ({value.tolist()}) at iteration '
-                                     f'{runner.iter}; no checkpoint of this state is saved; '
-                                     f'{diagnosis}', cause=cause, where=where)
+        losses = {key: value for key, value in (outputs or {}).items()
+                  if 'loss' in key and torch.is_tensor(value)}
+        if not all_finite(list(losses.values())):  # one read per step, as for the gradients
+            key, value = next((k, v) for k, v in losses.items() if not all_finite(v))
+            cause, diagnosis, where = self._diagnosis(runner)
+            # runner.iter counts the iterations before this one (mmengine adds 1 after the
+            # after_train_iter hooks): the same 1-based number as the gradient check's
+            raise NonFiniteError(f'non-finite {key} ({value.tolist()}) at iteration '
+                                 f'{runner.iter + 1}; no checkpoint of this state is saved; '
+                                 f'{diagnosis}', cause=cause, where=where)
         self._batch = None
 
     def after_train(self, runner) -> None:
