@@ -197,8 +197,8 @@ def test_all_finite_agrees_with_a_check_per_element(dtype: torch.dtype) -> None:
         for index in (0, 1, 4):
             tensors = [t.clone() for t in base]
             tensors[index].view(-1)[-1] = value
-            expected = all(bool(torch.isfinite(t).all()) for t in tensors)
-            assert all_finite(tensors) is expected is False, (value, index)
+            assert not all(bool(torch.isfinite(t).all()) for t in tensors)  # per element
+            assert all_finite(tensors) is False, (value, index)
     if dtype in (torch.float32, torch.float64):
         sparse = torch.sparse_coo_tensor([[0, 2]], torch.tensor([1.0, math.nan], dtype=dtype),
                                          (4, ))
@@ -215,11 +215,13 @@ def test_the_hook_reads_one_value_per_step_whatever_the_parameter_count() -> Non
     hook = NonFiniteCheckHook()
     hook.before_train(runner)
     model(torch.randn(4, 8)).square().mean().backward()
-    with torch.profiler.profile() as profile:
-        optimizer.step()
+    try:
+        with torch.profiler.profile() as profile:
+            optimizer.step()
+    finally:
+        hook.after_train(runner)
     reads = [e for e in profile.events() if e.name == 'aten::_local_scalar_dense']
     assert len(reads) == 1
-    hook.after_train(runner)
 
 
 def test_mmpoly_configs_switch_the_checks_on() -> None:

@@ -81,8 +81,8 @@ class NonFiniteCheckHook(Hook):
     update, so the weights are never touched by a NaN/Inf gradient. It reads one value back from
     the device per step (:func:`~.non_finite.all_finite`), whatever the number of parameters.
     mmengine's fp16 loss scaler skips the optimizer step for overflowing gradients itself, so
-    such skipped steps are not reported. The raised :class:`NonFiniteError` ends the run before ``CheckpointHook`` runs for
-    that iteration (this hook's priority is ``VERY_HIGH``).
+    such skipped steps are not reported. The raised :class:`NonFiniteError` ends the run before
+    ``CheckpointHook`` runs for that iteration (this hook's priority is ``VERY_HIGH``).
 
     Args:
         max_listed: how many offending parameters the error lists after the first.
