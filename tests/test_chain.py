@@ -11,6 +11,7 @@ from mmpoly.models import PDCBlock
 from mmpoly.models.polynomial import PolynomialTerm, hadamard_product
 
 LEAKY = dict(type='LeakyReLU', negative_slope=0.01)
+MEMORY_FORMATS = {'NCHW': torch.contiguous_format, 'channels_last': torch.channels_last}
 
 
 def _term(degree: int = 2, **kwargs) -> PolynomialTerm:
@@ -54,20 +55,26 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize('layout', ['NCHW', 'channels_last'])
 @pytest.mark.parametrize('mode', ['train', 'eval', 'one factor norm in eval'])
 @pytest.mark.parametrize('case', list(CASES))
-def test_fused_term_equals_its_layers(case, mode):
+def test_fused_term_equals_its_layers(case, mode, layout):
     options = dict(CASES[case])
     term = _term(options.pop('degree', 2), **options)
     if mode == 'eval':
         term.eval()
     elif mode == 'one factor norm in eval' and term.factors[1].with_norm:
         term.factors[1].norm.eval()  # e.g. norm_eval: a frozen BN inside a training model
+    z = torch.randn(3, 6, 5, 4, dtype=torch.float64)
+    if layout == 'channels_last':  # the model too, as channels_last=True stores it
+        term.to(memory_format=torch.channels_last)
+        z = z.contiguous(memory_format=torch.channels_last)
     reference = copy.deepcopy(term)
-    z = torch.randn(3, 6, 5, 4, dtype=torch.float64, requires_grad=True)
+    z.requires_grad_()
     for _ in range(2):  # two steps: the running statistics feed the second one
         out, expected = term(z), _layers(reference, z)
         assert type(out.grad_fn).__name__ == 'NormActScaleBackward'  # the fused path ran
+        assert out.is_contiguous(memory_format=MEMORY_FORMATS[layout])
         torch.testing.assert_close(out, expected, rtol=0, atol=0)
         grad = torch.randn_like(out)
         got = torch.autograd.grad(out, [z, *term.parameters()], grad)
@@ -92,10 +99,15 @@ def _saved_bytes(fn) -> int:
     return sum(storages.values())
 
 
+@pytest.mark.parametrize('layout', ['NCHW', 'channels_last'])
 @pytest.mark.parametrize('degree', [2, 3, 4])
-def test_fused_term_saves_neither_activated_factors_nor_activated_projection(degree):
+def test_fused_term_saves_neither_activated_factors_nor_activated_projection(degree, layout):
     term = _term(degree).float()
-    z = torch.randn(4, 6, 8, 8, requires_grad=True)
+    z = torch.randn(4, 6, 8, 8)
+    if layout == 'channels_last':
+        term.to(memory_format=torch.channels_last)
+        z = z.contiguous(memory_format=torch.channels_last)
+    z.requires_grad_()
     hidden_map, out_map = 4 * 5 * 8 * 8 * 4, 4 * 7 * 8 * 8 * 4  # bytes of one float32 map
     fused, layers = _saved_bytes(lambda: term(z)), _saved_bytes(lambda: _layers(term, z))
     # the layers keep each activated factor, the degree - 2 partial products and the
@@ -114,7 +126,8 @@ def test_layers_run_where_the_fused_chain_does_not():
         return type(module(x).grad_fn).__name__
 
     assert grad_fn(z) == 'NormActScaleBackward'
-    assert grad_fn(z.contiguous(memory_format=torch.channels_last)) == 'MulBackward0'
+    assert grad_fn(z.contiguous(memory_format=torch.channels_last)) == 'NormActScaleBackward'
+    assert grad_fn(z.transpose(2, 3)) == 'MulBackward0'  # neither NCHW nor channels-last
     with torch.autocast('cpu', dtype=torch.bfloat16):
         assert grad_fn(z) == 'MulBackward0'
     with torch.no_grad():

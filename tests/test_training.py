@@ -1,9 +1,11 @@
-"""A short real training run on Fashion-MNIST (the main job's config, on a subset): the loss
-falls and the classifier beats chance on held-out test images."""
+"""A short real training run on Fashion-MNIST (the main job's config, on a subset, its model
+channels-last as the config sets): the loss falls and the classifier beats chance on held-out
+test images."""
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from mmengine.config import Config
 
 from mmpoly.engine import build_runner
@@ -31,6 +33,9 @@ def test_short_fashion_mnist_training_lowers_the_loss(tmp_path):
     cfg.default_hooks.checkpoint = dict(type='CheckpointHook', interval=1)
     cfg.randomness = dict(seed=0)
     runner = build_runner(cfg)
+    conv = runner.model.backbone.layer2[0].conv2.weight  # 3x3, 64 -> 64
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous(), \
+        'the config sets channels_last = True'
     runner.train()
 
     losses = np.asarray(runner.message_hub.get_scalar('train/loss').data[0])

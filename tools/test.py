@@ -24,9 +24,10 @@ from mmengine.evaluator import DumpResults
 from mmpoly.engine import build_runner, shutdown_distributed
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError)
+from mmpoly.engine.memory_format import channels_last_option
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import (check_cfg_options, check_checkpoint, check_datasets,
-                                  check_work_dir, load_config, startup_errors)
+from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
+                                  check_datasets, check_work_dir, load_config, startup_errors)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -46,6 +47,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'test_dataloader.batch_size=8 (no spaces in a list value; quote it)')
     parser.add_argument('--amp', action='store_true',
                         help='enable automatic-mixed-precision test')
+    parser.add_argument('--channels-last', action='store_true',
+                        help='store the model channels-last (sets the config key '
+                        'channels_last=True; classifiers only, detectors are refused)')
     parser.add_argument('--show-dir',
                         help='directory where the visualization images will be saved')
     parser.add_argument('--show', action='store_true',
@@ -127,6 +131,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         if cfg.get('test_cfg') is None:
             cfg.test_cfg = dict()
         cfg.test_cfg.fp16 = True
+    if args.channels_last:
+        cfg.channels_last = True
     if args.show or args.show_dir is not None:
         _enable_visualization(cfg, args)
     if args.tta:
@@ -142,6 +148,10 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.cfg_options is not None:
         check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
+    try:
+        channels_last_option(cfg.get('channels_last'))
+    except ValueError as error:  # a bad value: one message at start-up
+        raise StartupError(str(error)) from None
     return cfg
 
 

@@ -22,9 +22,11 @@ from mmengine.config import Config, ConfigDict, DictAction
 from mmpoly.engine import (ResumeError, RunLock, WorkDirLockedError, build_runner,
                            shutdown_distributed)
 from mmpoly.engine.compile import apply_compile, configure_amp
+from mmpoly.engine.memory_format import channels_last_option
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import (check_cfg_options, check_checkpoint, check_datasets,
-                                  check_work_dir, launcher_rank, load_config, startup_errors)
+from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
+                                  check_datasets, check_work_dir, launcher_rank, load_config,
+                                  startup_errors)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -49,6 +51,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='torch.compile the model\'s backbone, neck and head (sets the '
                         'config key compile_model=True unless it holds torch.compile options); '
                         'the optimizer step stays eager')
+    parser.add_argument('--channels-last', action='store_true',
+                        help='store the model channels-last (sets the config key '
+                        'channels_last=True; classifiers only, detectors are refused)')
     parser.add_argument('--no-validate', action='store_true',
                         help='do not evaluate checkpoints during training')
     parser.add_argument('--auto-scale-lr', action='store_true',
@@ -109,6 +114,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         configure_amp(cfg)
     if args.compile and not cfg.get('compile_model'):
         cfg.compile_model = True
+    if args.channels_last:
+        cfg.channels_last = True
     if args.resume == 'auto':
         cfg.resume = True
         cfg.load_from = None
@@ -124,6 +131,10 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.cfg_options is not None:
         check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
+    try:
+        channels_last_option(cfg.get('channels_last'))
+    except ValueError as error:  # a bad value: one message at start-up
+        raise StartupError(str(error)) from None
     return cfg
 
 

@@ -23,8 +23,9 @@ reaches interpreter shutdown while gloo's worker threads still run dies with ``t
 without an active exception`` (SIGABRT), and torchrun reports the whole job as failed.
 
 :func:`build_runner` also installs mmpoly's reliability guarantees: atomic checkpoint saving
-(:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`), and renders the
-config's text once (:mod:`mmpoly.engine.config_text`).
+(:mod:`mmpoly.engine.saving`) and honest resuming (:mod:`mmpoly.engine.resume`), renders the
+config's text once (:mod:`mmpoly.engine.config_text`) and applies ``channels_last``
+(:mod:`mmpoly.engine.memory_format`).
 """
 import datetime
 import math
@@ -40,6 +41,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 from .config_text import caching_pretty_text
+from .memory_format import apply_channels_last, channels_last_before_wrapping
 
 __all__ = [
     'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'resolve_dist_env', 'cpu_model_wrapper_cfg',
@@ -215,9 +217,9 @@ def build_runner(cfg: Config) -> Runner:
     In order: the CPU distributed set-up (:func:`setup_cpu_distributed`), atomic checkpoint
     saving (:func:`~mmpoly.engine.saving.install_atomic_saving` and
     :func:`~mmpoly.engine.saving.use_atomic_checkpoint_hook`, which edits ``cfg``), building the
-    Runner, and for ``resume=True`` choosing the checkpoint
-    (:func:`~mmpoly.engine.resume.prepare_resume`; raises
-    :class:`~mmpoly.engine.resume.ResumeError`). The Runner's config renders its text once
+    Runner, ``channels_last`` (:func:`~mmpoly.engine.memory_format.apply_channels_last`), and
+    for ``resume=True`` choosing the checkpoint (:func:`~mmpoly.engine.resume.prepare_resume`;
+    raises :class:`~mmpoly.engine.resume.ResumeError`). The Runner's config renders its text once
     (:class:`~mmpoly.engine.config_text.TextCachingConfig`), not at every checkpoint.
     """
     from .resume import prepare_resume
@@ -226,7 +228,9 @@ def build_runner(cfg: Config) -> Runner:
     install_atomic_saving()
     use_atomic_checkpoint_hook(cfg)
     cfg = caching_pretty_text(cfg)
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    with channels_last_before_wrapping(cfg):
+        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    apply_channels_last(runner)
     prepare_resume(runner)
     return runner
 

@@ -16,9 +16,9 @@ calls the same ATen kernels as the layers (``native_batch_norm``, ``native_group
 
 :func:`fused_term_supported` says when a term runs this way: on a torch release these private
 kernels are tested with (:data:`TESTED_TORCH`; on others the layers run, and one log line says
-so), with grad enabled, on CPU, float32/float64 NCHW-contiguous input, outside ``torch.compile``
-(whose own partitioner decides what to keep) and autocast, with BatchNorm / InstanceNorm / no
-norm and ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward
+so), with grad enabled, on CPU, float32/float64 input contiguous in NCHW or channels-last order,
+outside ``torch.compile`` (whose own partitioner decides what to keep) and autocast, with
+BatchNorm / InstanceNorm / no norm and ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward
 passes are once differentiable: a second derivative through them (``create_graph=True``) raises.
 """
 import functools
@@ -204,7 +204,8 @@ def fused_term_supported(factors: Sequence[nn.Module], projection: nn.Sequential
     if torch.compiler.is_compiling() or torch.is_autocast_enabled('cpu'):
         return False
     if not (z.device.type == 'cpu' and z.dtype in (torch.float32, torch.float64)
-            and z.dim() == 4 and z.is_contiguous() and torch.is_grad_enabled()):
+            and z.dim() == 4 and torch.is_grad_enabled()
+            and (z.is_contiguous() or z.is_contiguous(memory_format=torch.channels_last))):
         return False
     if not torch_tested(torch.__version__):
         return False
