@@ -53,6 +53,7 @@ def test_report_and_tables(gen, tmp_path):
         entry['profile'] = dict(steps=3, ops=100.0, kernels=float(kernels), gpu_ms=6.0,
                                 gpu_busy=busy, costliest=[])
     _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:cudagraphs', profiled)
+    _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:compiled-cl', _bench(0.97, 1.01, True))
     _record(gen, parts, 'finetune', seconds=120)
     _record(gen, parts, 'finetune_eval', {'coco/bbox_mAP': 0.412, 'coco/segm_mAP': 0.388})
     _record(gen, parts, 'bench:gpu-cifar100-families:fp32:compiled', status='skipped',
@@ -70,15 +71,18 @@ def test_report_and_tables(gen, tmp_path):
     assert f'CUDA {torch.version.cuda}' in first and report['date'] in first
     assert 'mmcv 2.1.0: CUDA ops yes; build: mmcv 2.1.0 cuda 9.0 build: 301 s' in text
     header = next(line for line in text.splitlines() if line.startswith('| model'))
-    # the four columns always, a CUDA-graphs run beside them; targets of each checked run
+    # the four columns always, CUDA-graphs and channels-last runs beside them; targets of each
+    # checked run
     assert header == ('| model | FLOP ideal | fp32 compiled | bf16 compiled | fp32 eager | '
-                      'bf16 eager | fp32 cudagraphs | memory fp32 compiled | targets (fp32 '
-                      'compiled / bf16 compiled / fp32 cudagraphs) |')
+                      'bf16 eager | fp32 cudagraphs | bf16 compiled-cl | memory fp32 compiled | '
+                      'targets (fp32 compiled / bf16 compiled / fp32 cudagraphs / bf16 '
+                      'compiled-cl) |')
     row = next(line for line in text.splitlines()
                if line.startswith('| pdc_resnet18_8xb32_in1k.py'))
     assert row == ('| pdc_resnet18_8xb32_in1k.py | 1.08× | 0.95× / 0.99× | 0.90× / 0.97× | '
-                   '0.38× / 0.51× | not run | 0.93× / 0.98× | 1.20× | train ≥ 0.92: met / '
-                   'train ≥ 0.92: **missed** / train ≥ 0.92: met |')
+                   '0.38× / 0.51× | not run | 0.93× / 0.98× | 0.97× / 1.01× | 1.20× | train ≥ '
+                   '0.92: met / train ≥ 0.92: **missed** / train ≥ 0.92: met / train ≥ 0.92: '
+                   'met |')
     assert 'fp32 compiled 1000 / 2000 images/s' in text
     assert ('Profile, fp32 cudagraphs, per training step: resnet18_8xb32_in1k.py 261 kernels, '
             'GPU busy 6.0 ms (50 % of the step); pdc_resnet18_8xb32_in1k.py 651 kernels, GPU '
@@ -91,8 +95,8 @@ def test_report_and_tables(gen, tmp_path):
     names = sorted(Path(p).name for p in written)
     date = report['date'][:10]
     assert names == [f'{date}_gpu-in1k-pdc_{run}.json'
-                     for run in ('bf16_compiled', 'fp32_compiled', 'fp32_cudagraphs',
-                                 'fp32_eager')]
+                     for run in ('bf16_compiled-cl', 'bf16_compiled', 'fp32_compiled',
+                                 'fp32_cudagraphs', 'fp32_eager')]
     assert json.loads(Path(written[0]).read_text())['models'][1]['ratios']['train'] == 0.95
 
 
@@ -198,7 +202,7 @@ def test_cpu_dry_run(tmp_path):
     # the Fashion-COCO training beside the compile warm-up, then the targets, then the rest
     assert list(steps) == ['mmcv_check', 'fashion_coco', 'finetune', 'finetune_eval',
                            'warm_compile:1', 'bench:gpu-in1k-pdc:fp32:compiled',
-                           'bench:mask-rcnn:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:eager']
+                           'bench:mask-rcnn:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:eager-cl']
     compiled = steps['bench:gpu-in1k-pdc:fp32:compiled']['result']
     # benchmark.py exits 1 on a missed target: recorded as such, the run goes on
     assert steps['bench:gpu-in1k-pdc:fp32:compiled']['status'] == (
@@ -211,8 +215,9 @@ def test_cpu_dry_run(tmp_path):
     # profiled (--profile): operators per step on the CPU, PDC's more than ResNet18's
     base_ops, pdc_ops = (m['profile']['ops'] for m in compiled['models'])
     assert pdc_ops > base_ops > 0 and compiled['models'][1]['profile']['kernels'] is None
-    eager = steps['bench:gpu-in1k-pdc:bf16:eager']['result']
+    eager = steps['bench:gpu-in1k-pdc:bf16:eager-cl']['result']
     assert not eager['settings']['compile'] and eager['settings']['amp'] == 'bfloat16'
+    assert eager['settings']['channels_last'] and not compiled['settings']['channels_last']
     assert eager['checks'] == []
     detector = steps['bench:mask-rcnn:fp32:compiled']['result']
     assert [m['flops_part'] for m in detector['models']] == ['backbone', 'backbone']
