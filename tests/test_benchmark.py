@@ -192,6 +192,8 @@ def test_presets_fill_options_and_the_command_line_wins(tool):
      '--compile-mode needs --compile'),
     (['--preset', 'gpu-in1k-pdc', '--device', 'cpu', '--eager', '--compile'],
      '--eager and --compile exclude each other'),
+    ([MODEL, '--baseline', BASELINE, '--cudnn-benchmark'],
+     "--cudnn-benchmark needs --device cuda (cuDNN is CUDA's)"),
 ])
 def test_bad_options(tool, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:

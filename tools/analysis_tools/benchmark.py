@@ -154,6 +154,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='autocast dtype (bfloat16; float16 needs --device cuda)')
     parser.add_argument('--channels-last', action='store_true',
                         help='models and inputs in channels_last memory format')
+    parser.add_argument('--cudnn-benchmark', action='store_true',
+                        help='torch.backends.cudnn.benchmark = True (cuDNN times its algorithms '
+                        'per shape and keeps the fastest; the configs\' env_cfg.cudnn_benchmark '
+                        'is False); needs --device cuda')
     parser.add_argument('--compile', action='store_true',
                         help='torch.compile every model\'s backbone, neck and head, as '
                         'tools/train.py --compile does (mmpoly.engine.compile)')
@@ -232,6 +236,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         parser.error('--device cuda: no CUDA device is available (use --device cpu)')
     if args.amp and args.amp_dtype == 'float16' and args.device == 'cpu':
         parser.error('--amp-dtype float16 needs --device cuda; on CPU use bfloat16')
+    if args.cudnn_benchmark and args.device != 'cuda':
+        parser.error('--cudnn-benchmark needs --device cuda (cuDNN is CUDA\'s)')
     try:
         args.baseline = _config_path(args.baseline)
         args.configs = [_config_path(c) for c in args.configs]
@@ -250,6 +256,8 @@ def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
     """Set threads and denormal flushing; return the settings printed in the header."""
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
     flush = False
     if args.device == 'cpu':
         flush = torch.set_flush_denormal(not args.no_flush_denormal) and \
@@ -265,6 +273,7 @@ def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
         input_size=args.input_size,
         amp=args.amp_dtype if args.amp else None,
         channels_last=args.channels_last,
+        cudnn_benchmark=args.cudnn_benchmark,
         compile=args.compile,
         compile_mode=args.compile_mode if args.compile else None,
         compile_backend=(args.compile_backend or 'inductor') if args.compile else None,
@@ -678,7 +687,8 @@ def format_results(results: Dict[str, Any]) -> str:
     s = results['settings']
     lines = [f"torch {s['torch']} | device {s['device']} ({s['device_name']}) | threads "
              f"{s['threads']} | flush denormal {s['flush_denormal']} | batch {s['batch_size']}"
-             f" | amp {s['amp']} | channels_last {s['channels_last']} | compile {s['compile']}"
+             f" | amp {s['amp']} | channels_last {s['channels_last']}"
+             f"{' | cudnn.benchmark' if s.get('cudnn_benchmark') else ''} | compile {s['compile']}"
              f" | fuse {s['fuse']} | {s['rounds']} rounds × ({s['warmup']} warm-up + "
              f"{s['iters']} iters), median",
              f"baseline: {results['baseline']}"]

@@ -15,8 +15,9 @@
 # The steps run in the order of what matters most, so that a budget that runs out skips the
 # least: the compiled targets of gpu-in1k-pdc, gpu-cifar-pdc-comp and gpu-in1k-pdc-cmp (fp32,
 # bf16), the Mask R-CNN step (fp32), the Fashion-COCO training and its AP, PDC-ResNet18 and
-# PDC-comp with CUDA graphs (fp32) and compiled bf16 channels-last, then the eager figures, the
-# float16 Mask R-CNN step, the rest of CUDA graphs and channels-last, and gpu-cifar100-families. Before each group of timed
+# PDC-comp with CUDA graphs (fp32) and compiled bf16 channels-last, PDC-ResNet18 with cuDNN's
+# benchmark mode, then the eager figures, the float16 Mask R-CNN step, the rest of CUDA graphs,
+# channels-last and cuDNN benchmark, and gpu-cifar100-families. Before each group of timed
 # compiled runs, one step (warm_compile) runs the same commands once each, several at a time,
 # so that torch.compile's on-disk cache holds their graphs: the timed runs then load them
 # instead of compiling one after another (compiling is CPU work, and the cores are many).
@@ -208,8 +209,9 @@ step mmcv_check "${GEN[@]}" mmcv "$PARTS/mmcv_check.json" ${BUILT:+--build-time 
 
 # 2. Benchmarks, each named PRESET:PRECISION:MODE (PRESET mask-rcnn: one Mask R-CNN training
 # step, PDC-ResNet18 against ResNet18; PRECISION fp32, bf16 or fp16 autocast; MODE eager,
-# compiled, or cudagraphs: compiled with mode='reduce-overhead'; a MODE ending in -cl runs both
-# models channels-last, --channels-last, classifiers only). Tiny sizes on the CPU dry run.
+# compiled, or cudagraphs: compiled with mode='reduce-overhead'; then -cl runs both models
+# channels-last, --channels-last, classifiers only, and a last -cudnn --cudnn-benchmark, CUDA
+# only). Tiny sizes on the CPU dry run.
 BENCH=("$PY" tools/analysis_tools/benchmark.py)
 if [ "$DEVICE" = cpu ]; then
     SIZE=(--device cpu --batch-size 2 --input-size 32 32 --rounds 1 --iters 1 --warmup 1 --no-memory)
@@ -225,6 +227,7 @@ bench_command() {
     local preset="${1%%:*}" precision mode
     precision="$(echo "$1" | cut -d: -f2)"
     mode="${1##*:}"
+    mode="${mode%-cudnn}"
     mode="${mode%-cl}"
     if [ "$preset" = mask-rcnn ]; then
         CMD=("${BENCH[@]}" configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py
@@ -235,7 +238,9 @@ bench_command() {
         if [ "$mode" = eager ]; then CMD+=(--eager); else CMD+=("${COMPILED[@]}"); fi
     fi
     [ "$mode" != cudagraphs ] || CMD+=(--compile-mode reduce-overhead)
-    [ "${1%-cl}" = "$1" ] || CMD+=(--channels-last)
+    case "$1" in *-cl|*-cl-cudnn) CMD+=(--channels-last) ;; esac
+    # (cuDNN is CUDA's: the CPU dry run times these without it)
+    if [ "${1%-cudnn}" != "$1" ] && [ "$DEVICE" = cuda ]; then CMD+=(--cudnn-benchmark); fi
     case "$precision" in
         bf16) CMD+=(--amp --amp-dtype bfloat16) ;;
         fp16) CMD+=(--amp --amp-dtype float16) ;;
@@ -249,8 +254,8 @@ warm_start() {
     WARM="warm_compile:$WARM_GROUP"
     cmd_dir="$PARTS/warm_compile_$WARM_GROUP"
     for spec in "$@"; do
-        if [ "${spec##*:}" != eager ] && [ "${spec##*:}" != eager-cl ] \
-                && [ -z "${DONE[bench:$spec]:-}" ]; then warm+=("$spec"); fi
+        case "${spec##*:}" in eager|eager-*) continue ;; esac
+        if [ -z "${DONE[bench:$spec]:-}" ]; then warm+=("$spec"); fi
     done
     [ "${#warm[@]}" -gt 0 ] || return 0
     mkdir -p "$cmd_dir"
@@ -278,7 +283,8 @@ WARM_JOBS="${WARM_JOBS:-$(( $(nproc) / 2 < 1 ? 1 : ($(nproc) / 2 > 8 ? 8 : $(npr
 # miss them (the time follows the operators per step, not the FLOPs): CUDA graphs, which remove
 # the per-kernel launch cost, come next to them, then bf16 with channels-last maps (ResNet18
 # trained only 1.24x faster in bf16 than in fp32 there, and NCHW half-precision convolutions
-# pay layout copies).
+# pay layout copies), then cuDNN's benchmark mode (the configs leave it off; PDC's odd widths,
+# 15 to 480 channels, are where cuDNN's heuristic choice of algorithm may be the slow one).
 # The detector's half-precision steps run float16, what --amp gives on CUDA: mmcv 2.1.0 has no
 # bfloat16 CUDA kernel for RoIAlign.
 TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
@@ -286,7 +292,8 @@ TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
          gpu-in1k-pdc-cmp:fp32:compiled gpu-in1k-pdc-cmp:bf16:compiled
          mask-rcnn:fp32:eager mask-rcnn:fp32:compiled
          gpu-in1k-pdc:fp32:cudagraphs gpu-cifar-pdc-comp:fp32:cudagraphs
-         gpu-in1k-pdc:bf16:compiled-cl gpu-cifar-pdc-comp:bf16:compiled-cl)
+         gpu-in1k-pdc:bf16:compiled-cl gpu-cifar-pdc-comp:bf16:compiled-cl
+         gpu-in1k-pdc:fp32:compiled-cudnn gpu-in1k-pdc:bf16:compiled-cl-cudnn)
 LATER=(gpu-in1k-pdc:fp32:eager gpu-in1k-pdc:bf16:eager
        gpu-cifar-pdc-comp:fp32:eager gpu-cifar-pdc-comp:bf16:eager
        gpu-in1k-pdc-cmp:fp32:eager gpu-in1k-pdc-cmp:bf16:eager
@@ -294,6 +301,7 @@ LATER=(gpu-in1k-pdc:fp32:eager gpu-in1k-pdc:bf16:eager
        gpu-in1k-pdc:bf16:cudagraphs gpu-cifar-pdc-comp:bf16:cudagraphs
        gpu-in1k-pdc-cmp:fp32:cudagraphs gpu-in1k-pdc-cmp:bf16:compiled-cl
        gpu-in1k-pdc:fp32:compiled-cl gpu-in1k-pdc:bf16:eager-cl
+       gpu-cifar-pdc-comp:fp32:compiled-cudnn gpu-in1k-pdc-cmp:fp32:compiled-cudnn
        gpu-cifar100-families:fp32:compiled gpu-cifar100-families:bf16:compiled
        gpu-cifar100-families:fp32:eager gpu-cifar100-families:bf16:eager)
 if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)

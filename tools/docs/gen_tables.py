@@ -93,8 +93,11 @@ def _command_of(settings: Dict[str, Any], configs: Sequence[str], baseline: str)
         args += ['--input-size', *map(str, settings['input_size'])]
     if settings.get('amp'):
         args += ['--amp', '--amp-dtype', settings['amp']]
-    args += [f'--{flag.replace("_", "-")}' for flag in ('channels_last', 'compile', 'fuse')
+    args += [f'--{flag.replace("_", "-")}' for flag in ('channels_last', 'cudnn_benchmark',
+                                                          'compile', 'fuse')
              if settings.get(flag)]
+    if settings.get('compile') and settings.get('compile_mode') not in (None, 'default'):
+        args += ['--compile-mode', settings['compile_mode']]
     args += ['--rounds', str(settings['rounds']), '--iters', str(settings['iters']),
              '--warmup', str(settings['warmup']), '--threads', str(settings['threads'])]
     return 'python tools/analysis_tools/benchmark.py ' + ' '.join(args)
