@@ -17,7 +17,7 @@ from test_tools import free_port, make_fashion_mnist_subset, run_tool, train, wr
 
 from mmpoly.engine import load_checkpoint_file
 from mmpoly.engine.memory_format import (channels_last_before_wrapping, channels_last_option,
-                                         to_channels_last)
+                                         check_channels_last, to_channels_last)
 from mmpoly.utils.complexity import build_model
 
 MAIN_JOB = REPO / 'configs' / 'pdc_resnet8_1xb128_fashion-mnist.py'
@@ -99,6 +99,17 @@ def test_a_training_step_gives_the_nchw_step_and_keeps_the_layout():
             assert _is_channels_last(p), name
 
 
+def test_check_channels_last_refuses_detector_configs_before_building():
+    cfg = Config.fromfile(str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
+    assert check_channels_last(cfg) is False  # unset
+    cfg.channels_last = True
+    with pytest.raises(ValueError, match="channels_last=True: MaskRCNN is a detector"):
+        check_channels_last(cfg)
+    assert check_channels_last(Config.fromfile(str(MAIN_JOB))) is True
+    with pytest.raises(ValueError, match="channels_last must be True or False, got 'yes'"):
+        check_channels_last(Config(dict(channels_last='yes')))
+
+
 def test_detectors_are_refused():
     cfg = Config.fromfile(str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
     cfg.model.backbone.init_cfg = None
@@ -143,8 +154,17 @@ def test_train_and_test_with_channels_last(tmp_path):
                            str(tmp_path / 'bad'), '--cfg-options', 'channels_last=yes'],
                           capture_output=True, text=True)
     assert proc.returncode != 0
-    assert "channels_last must be True or False, got 'yes'" in proc.stderr + proc.stdout
+    assert "channels_last must be True or False, got 'yes'" in proc.stderr
     assert 'Traceback' not in proc.stderr
+    detector = subprocess.run([sys.executable, str(TOOLS / 'test.py'),
+                               str(REPO / 'configs' / 'mask-rcnn_resnet18_fpn_1x_coco.py'),
+                               str(checkpoint), '--channels-last'], capture_output=True,
+                              text=True)
+    assert detector.returncode == 1, detector.stderr[-2000:]
+    assert detector.stderr.strip().endswith(
+        "tools/test.py: error: channels_last=True: MaskRCNN is a detector, and mmcv's RoIAlign "
+        'reads its feature maps as NCHW memory (wrong RoI features from channels-last maps); '
+        'allowed for classifiers only'), detector.stderr[-2000:]
 
 
 @pytest.mark.slow

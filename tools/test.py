@@ -24,7 +24,7 @@ from mmengine.evaluator import DumpResults
 from mmpoly.engine import build_runner, shutdown_distributed
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError)
-from mmpoly.engine.memory_format import channels_last_option
+from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_datasets, check_work_dir, load_config, startup_errors)
@@ -149,8 +149,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     try:
-        channels_last_option(cfg.get('channels_last'))
-    except ValueError as error:  # a bad value: one message at start-up
+        check_channels_last(cfg)
+    except ValueError as error:  # a bad value, or a detector: one message at start-up
         raise StartupError(str(error)) from None
     return cfg
 

@@ -20,7 +20,7 @@ from .hooks import (ModelCheckHook, NonFiniteCheckHook, NonFiniteError, UnknownH
 from .config_text import TextCachingConfig, caching_pretty_text
 from .lr_scale import LrScaleCheckHook
 from .memory_format import (apply_channels_last, channels_last_before_wrapping,
-                            channels_last_option, to_channels_last)
+                            channels_last_option, check_channels_last, to_channels_last)
 from .non_finite import NonFiniteValidationHook, first_non_finite_output
 from .precise_bn import RecomputeBNHook, recompute_bn_statistics
 from .launcher import (DEFAULT_GLOO_TIMEOUT_S, build_runner, cpu_model_wrapper_cfg, dist_timeout,
@@ -55,4 +55,4 @@ __all__ = [
 __all__ += ['LrScaleCheckHook', 'NonFiniteValidationHook', 'first_non_finite_output',
             'RecomputeBNHook', 'recompute_bn_statistics', 'TextCachingConfig',
             'caching_pretty_text', 'apply_channels_last', 'channels_last_before_wrapping',
-            'channels_last_option', 'to_channels_last']
+            'channels_last_option', 'check_channels_last', 'to_channels_last']

@@ -28,8 +28,8 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from torch import nn
 
-__all__ = ['channels_last_option', 'to_channels_last', 'channels_last_before_wrapping',
-           'apply_channels_last']
+__all__ = ['channels_last_option', 'check_channels_last', 'to_channels_last',
+           'channels_last_before_wrapping', 'apply_channels_last']
 
 
 def channels_last_option(value: Any) -> bool:
@@ -49,15 +49,37 @@ def _is_detector(model: nn.Module) -> bool:
     return isinstance(model, BaseDetector)
 
 
+_DETECTOR_REFUSAL = ('channels_last=True: {} is a detector, and mmcv\'s RoIAlign reads its '
+                     'feature maps as NCHW memory (wrong RoI features from channels-last maps); '
+                     'allowed for classifiers only')
+
+
+def check_channels_last(cfg: Config) -> bool:
+    """``cfg.channels_last`` as a bool (:func:`channels_last_option`), checked before anything
+    is built: a ValueError for a bad value, or for True with a ``model`` whose ``type`` is an
+    mmdet detector."""
+    if not channels_last_option(cfg.get('channels_last')):
+        return False
+    model = cfg.get('model')
+    type_ = model.get('type') if isinstance(model, dict) else None
+    try:
+        from mmdet.models.detectors import BaseDetector
+        from mmdet.registry import MODELS
+    except ImportError:  # no mmdet: no detector
+        return True
+    cls = MODELS.get(type_) if isinstance(type_, str) else type_
+    if isinstance(cls, type) and issubclass(cls, BaseDetector):
+        raise ValueError(_DETECTOR_REFUSAL.format(cls.__name__))
+    return True
+
+
 def to_channels_last(model: nn.Module) -> int:
     """Store ``model``'s 4-d parameters and buffers channels-last, in place; return how many
     tensors are 4-d. ``model`` may be wrapped (DDP, mmengine's wrappers). Raises a ValueError
     for an mmdet detector (see the module's docstring)."""
     inner = model.module if is_model_wrapper(model) else model
     if _is_detector(inner):
-        raise ValueError(f'channels_last=True: {type(inner).__name__} is a detector, and mmcv\'s '
-                         'RoIAlign reads its feature maps as NCHW memory (wrong RoI features '
-                         'from channels-last maps); allowed for classifiers only')
+        raise ValueError(_DETECTOR_REFUSAL.format(type(inner).__name__))
     model.to(memory_format=torch.channels_last)
     return sum(1 for t in (*inner.parameters(), *inner.buffers()) if t.dim() == 4)
 
