@@ -247,7 +247,7 @@ def test_channels_last_is_refused_for_detectors(tool):
                             'configs/mask-rcnn_resnet18_fpn_1x_coco.py', '--input-size', '128',
                             '128', '--channels-last'])
     with pytest.raises(ValueError, match="--channels-last: .*mask-rcnn_pdc-resnet18_fpn_1x_coco"
-                       r"\.py is a detector, and mmcv's RoIAlign"):
+                       r"\.py: channels_last=True: MaskRCNN is a detector, and mmcv's RoIAlign"):
         tool.setup(args.configs[0], args, with_flops=False)
 
 

@@ -29,6 +29,8 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 from torch import nn
 
+from mmpoly.deploy import is_detector
+
 __all__ = ['channels_last_option', 'check_channels_last', 'to_channels_last',
            'channels_last_before_wrapping', 'apply_channels_last']
 
@@ -40,14 +42,6 @@ def channels_last_option(value: Any) -> bool:
     if value is True:
         return True
     raise ValueError(f'channels_last must be True or False, got {value!r}')
-
-
-def _is_detector(model: nn.Module) -> bool:
-    try:
-        from mmdet.models.detectors import BaseDetector
-    except ImportError:  # no mmdet: no detector
-        return False
-    return isinstance(model, BaseDetector)
 
 
 _DETECTOR_REFUSAL = ('channels_last=True: {} is a detector, and mmcv\'s RoIAlign reads its '
@@ -79,7 +73,7 @@ def to_channels_last(model: nn.Module) -> int:
     tensors are 4-d. ``model`` may be wrapped (DDP, mmengine's wrappers). Raises a ValueError
     for an mmdet detector (see the module's docstring)."""
     inner = model.module if is_model_wrapper(model) else model
-    if _is_detector(inner):
+    if is_detector(inner):
         raise ValueError(_DETECTOR_REFUSAL.format(type(inner).__name__))
     model.to(memory_format=torch.channels_last)
     return sum(1 for t in (*inner.parameters(), *inner.buffers()) if t.dim() == 4)

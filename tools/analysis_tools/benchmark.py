@@ -54,8 +54,9 @@ from mmengine.logging import MMLogger
 from mmengine.optim import build_optim_wrapper
 from torch import nn
 
-from mmpoly.deploy import inference_copy
+from mmpoly.deploy import inference_copy, is_detector
 from mmpoly.engine.compile import compile_model_parts
+from mmpoly.engine.memory_format import to_channels_last
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.classifier_backbone import mmpoly_config_path
@@ -285,11 +286,6 @@ def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
         warmup=args.warmup)
 
 
-def _is_detector(model: nn.Module) -> bool:
-    from mmdet.models.detectors import BaseDetector
-    return isinstance(model, BaseDetector)
-
-
 def load_config(path: str) -> Config:
     """The config, with its data preprocessor in the model (as the Runner does) and without a
     ``Pretrained`` backbone init (benchmarks need no checkpoint)."""
@@ -358,19 +354,12 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
     """Build the model, optimizer wrapper and a random batch of ``config``."""
     cfg = load_config(config)
     model = build_model(cfg)
-    detector = _is_detector(model)
+    detector = is_detector(model)
     shape = default_input_shape(cfg)
     if detector:
         shape = (shape[0], 800, 1333)
     if args.input_size:
         shape = (shape[0], *args.input_size)
-    if detector and args.channels_last:
-        # mmcv's RoIAlign (CPU and CUDA) indexes its input as NCHW memory: on channels-last FPN
-        # maps it returns wrong values without an error (checked against NCHW: off by up to 2.8
-        # on a random map), so the step would time a detector that is not the config's.
-        raise ValueError(f'--channels-last: {config} is a detector, and mmcv\'s RoIAlign reads '
-                         'its feature maps as NCHW memory (wrong values on channels_last); '
-                         'use --channels-last with classifiers only')
     if detector and min(shape[1:]) < 64:
         raise ValueError(f'--input-size: a detector needs H and W >= 64 (its FPN reaches '
                          f'stride 64), got {shape[1]} {shape[2]}')
@@ -384,8 +373,11 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
     model.to(args.device)
     make_batch = _detector_batch if detector else _classifier_batch
     batch = make_batch(cfg, shape, args.batch_size, args.device)
-    if args.channels_last:
-        model.to(memory_format=torch.channels_last)
+    if args.channels_last:  # as tools/train.py --channels-last; a detector is refused
+        try:
+            to_channels_last(model)
+        except ValueError as error:
+            raise ValueError(f'--channels-last: {config}: {error}') from None
         batch['inputs'] = batch['inputs'].contiguous(memory_format=torch.channels_last)
     optim_cfg = copy.deepcopy(cfg.optim_wrapper)
     if args.amp and args.device == 'cuda':

@@ -18,8 +18,9 @@ calls the same ATen kernels as the layers (``native_batch_norm``, ``native_group
 kernels are tested with (:data:`TESTED_TORCH`; on others the layers run, and one log line says
 so), with grad enabled, on CPU, float32/float64 input contiguous in NCHW or channels-last order,
 outside ``torch.compile`` (whose own partitioner decides what to keep) and autocast, with
-BatchNorm / InstanceNorm / no norm and ReLU / LeakyReLU / no activation. Otherwise the term runs its layers. The backward
-passes are once differentiable: a second derivative through them (``create_graph=True``) raises.
+BatchNorm / InstanceNorm / no norm and ReLU / LeakyReLU / no activation. Otherwise the term runs
+its layers. The backward passes are once differentiable: a second derivative through them
+(``create_graph=True``) raises.
 """
 import functools
 import logging
