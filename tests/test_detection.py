@@ -5,7 +5,7 @@ inference tool.
 COCO and ImageNet cannot be downloaded here. The hand-off trains the two ImageNet classifier
 configs for a few iterations on a tiny set in mmpretrain's ImageNet layout; the detectors train on
 the offline Fashion-MNIST-on-photos set in the COCO format (tools/dataset_converters/
-make_fashion_coco.py), at 320×256.
+make_fashion_coco.py), at 160×128 (the short protocol's size; the tool's default is 320×256).
 """
 import json
 import os.path as osp
@@ -301,12 +301,12 @@ def test_resnet18_detector_loads_torchvision_and_mmpretrain_layouts(tmp_path: Pa
 
 @pytest.fixture(scope='module')
 def fashion_coco(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
-    """The offline set (8 train / 4 val images) and the four detectors' configs for it."""
+    """The offline set (8 train / 4 val images of 128×160) and the four detectors' configs."""
     if not (FASHION_MNIST / 'train-images-idx3-ubyte.gz').is_file():
         pytest.skip('tools/setup_env.sh installs Fashion-MNIST')
     root = tmp_path_factory.mktemp('fashion_coco')
     tool = load_tool('dataset_converters/make_fashion_coco')
-    configs = tool.main([str(root), '--train', '8', '--val', '4'])
+    configs = tool.main([str(root), '--train', '8', '--val', '4', '--image-size', '128', '160'])
     return {'root': root, **{Path(c).name: Path(c) for c in configs}}
 
 
@@ -370,7 +370,7 @@ def test_fashion_coco_loads_through_the_detector_pipeline(fashion_coco: Dict[str
     sample = dataset[0]['data_samples']
     image_id = sample.img_id
     anns = coco.loadAnns(coco.getAnnIds(imgIds=image_id))
-    assert sample.img_shape == (256, 320) and sample.scale_factor == (1.0, 1.0)
+    assert sample.img_shape == (128, 160) and sample.scale_factor == (1.0, 1.0)
     masks = sample.gt_instances.masks.to_ndarray()
     assert sorted(m.sum() for m in masks) == sorted(a['area'] for a in anns)
     assert sorted(sample.gt_instances.labels.tolist()) == \

@@ -22,7 +22,8 @@
 #                          a GPU (else CPU)
 #   TORCH_CUDA_ARCH_LIST   e.g. "9.0" or "8.0;9.0" (default: the visible GPUs' capabilities)
 #   CUDA_HOME              the CUDA toolkit holding bin/nvcc (else nvcc on PATH, /usr/local/cuda)
-#   MAX_JOBS               parallel compile jobs (default: all cores)
+#   MAX_JOBS               parallel compile jobs (default: all cores this process may use; not
+#                          OMP_NUM_THREADS, which GNU nproc would report instead)
 #   MMCV_CXX_STD           c++17 / c++20 (default: what the installed torch's headers require)
 #   MMPOLY_CACHE           wheel cache (default: ~/.cache/mmpoly); MMPOLY_WHEELS overrides the
 #                          exact wheel folder
@@ -42,6 +43,9 @@ WHEEL_PYTHON=3.12
 
 bm_log() { printf '[build_mmcv %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 bm_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+# The cores this process may run on. GNU `nproc` answers OMP_NUM_THREADS (or OMP_THREAD_LIMIT)
+# when set, which clusters and test runners often set to 1: a compile is not an OpenMP program.
+cores() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
 
 # What the installed torch reports: "<torch version> <CUDA version or none> <GPU capabilities
 # 'major.minor' separated by ';', or none>". Tests replace this function.
@@ -209,8 +213,8 @@ build_wheel() {  # out_dir find_links_dir
     std="$(cxx_std)"
     mkdir -p "$1"
     bm_log "building mmcv $MMCV_VERSION ($BUILD_MODE${ARCHS:+, archs $ARCHS}, $std," \
-        "MAX_JOBS=${MAX_JOBS:-$(nproc)}) against torch $TORCH_VERSION"
-    local envs=(MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}"
+        "MAX_JOBS=${MAX_JOBS:-$(cores)}) against torch $TORCH_VERSION"
+    local envs=(MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(cores)}"
                 CFLAGS="-Wsign-compare -DNDEBUG -g0 -fwrapv -O3 -Wall")
     if [ "$BUILD_MODE" = cuda ]; then
         local cuda_home headers
@@ -231,7 +235,7 @@ build_wheel() {  # out_dir find_links_dir
     mv "$build"/out/mmcv-$MMCV_VERSION-*.whl "$1/"
     printf 'mmcv %s %s%s build: %d s (%s), torch %s, %s, %s parallel jobs on %s cores\n' \
         "$MMCV_VERSION" "$BUILD_MODE" "${ARCHS:+ $ARCHS}" "$seconds" "$(date -u +%FT%TZ)" \
-        "$TORCH_VERSION" "$(uname -m)" "${MAX_JOBS:-$(nproc)}" "$(nproc)" \
+        "$TORCH_VERSION" "$(uname -m)" "${MAX_JOBS:-$(cores)}" "$(cores)" \
         | tee "$1/build_time.txt" >&2
     rm -rf "$build"
 }
@@ -312,7 +316,7 @@ main() {
     wheels="${MMPOLY_WHEELS:-$(wheel_dir "${MMPOLY_CACHE:-$HOME/.cache/mmpoly}" "$TORCH_VERSION" "$pytag")}"
     if [ "$plan_only" = 1 ]; then
         echo "mode=$BUILD_MODE torch=$TORCH_VERSION cuda=$TORCH_CUDA archs=${ARCHS:-none}" \
-            "nvcc=${NVCC:-none}${NVCC:+ cuda_home=$(cuda_home_of "$NVCC")} std=$(cxx_std) jobs=${MAX_JOBS:-$(nproc)} wheels=$wheels"
+            "nvcc=${NVCC:-none}${NVCC:+ cuda_home=$(cuda_home_of "$NVCC")} std=$(cxx_std) jobs=${MAX_JOBS:-$(cores)} wheels=$wheels"
         return 0
     fi
     if [ "$build_only" = 1 ] && [ "$stack" = 1 ]; then

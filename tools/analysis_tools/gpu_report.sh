@@ -277,7 +277,8 @@ timed() {
     done
 }
 WARM_GROUP=0 WARM=""
-WARM_JOBS="${WARM_JOBS:-$(( $(nproc) / 2 < 1 ? 1 : ($(nproc) / 2 > 8 ? 8 : $(nproc) / 2) ))}"
+CORES="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # (nproc alone answers OMP_NUM_THREADS)
+WARM_JOBS="${WARM_JOBS:-$(( CORES / 2 < 1 ? 1 : (CORES / 2 > 8 ? 8 : CORES / 2) ))}"
 
 # The first H200 report (2026-11-28) found the compiled targets missed by as much as eager runs
 # miss them (the time follows the operators per step, not the FLOPs): CUDA graphs, which remove
