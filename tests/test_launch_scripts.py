@@ -118,3 +118,17 @@ def test_dist_train_runs_torch_from_a_bare_shell() -> None:
     assert "No module named 'torch'" not in proc.stderr
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert 'usage:' in proc.stdout and '--resume' in proc.stdout
+
+
+@pytest.mark.skipif(os.environ.get('MMPOLY_TEST_RUNNER') != 'tools/run_tests.sh',
+                    reason='checks what tools/run_tests.sh sets up for its workers')
+def test_run_tests_gives_each_worker_its_share_of_the_cores() -> None:
+    """Two workers with torch's default (a thread per core each) put four busy threads on two
+    cores: the suite did 57 % more work. Each worker gets cores // workers threads (at least 1)."""
+    import torch
+    workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '0'))
+    if workers == 0:
+        pytest.skip('MMPOLY_TEST_WORKERS=0: one process with torch\'s own default')
+    cores = len(os.sched_getaffinity(0))
+    assert os.environ.get('OMP_NUM_THREADS') == str(torch.get_num_threads())
+    assert torch.get_num_threads() <= max(1, cores // workers), (torch.get_num_threads(), cores)

@@ -28,4 +28,6 @@ if [ "$WORKERS" -gt 0 ]; then
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$THREADS}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$THREADS}"
 fi
 cd "$REPO"
+# (tests/test_launch_scripts.py checks the threads a worker got when this script started it)
+export MMPOLY_TEST_RUNNER=tools/run_tests.sh
 exec "$VENV/bin/python" -m pytest tests "${XDIST[@]}" "$@"
