@@ -132,17 +132,3 @@ def test_run_tests_gives_each_worker_its_share_of_the_cores() -> None:
     cores = len(os.sched_getaffinity(0))
     assert os.environ.get('OMP_NUM_THREADS') == str(torch.get_num_threads())
     assert torch.get_num_threads() <= max(1, cores // workers), (torch.get_num_threads(), cores)
-
-
-def test_the_longest_files_are_collected_first(request: pytest.FixtureRequest) -> None:
-    """tests/conftest.py: the files of LONGEST_FILES that this run collected come first, in that
-    order, each whole; the other files keep their order after them."""
-    from conftest import LONGEST_FILES
-    files: List[str] = []
-    for item in request.session.items:
-        if not files or files[-1] != item.path.name:
-            assert item.path.name not in files, f'{item.path.name} is split'
-            files.append(item.path.name)
-    head = [name for name in LONGEST_FILES if name in files]
-    assert files[:len(head)] == head, files
-    assert files[len(head):] == sorted(files[len(head):]), files
