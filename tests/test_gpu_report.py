@@ -221,6 +221,12 @@ def test_cpu_dry_run(tmp_path):
     assert eager['checks'] == []
     detector = steps['bench:mask-rcnn:fp32:compiled']['result']
     assert [m['flops_part'] for m in detector['models']] == ['backbone', 'backbone']
+    # the fine-tuning on the CPU samples the RoIs and proposals the detector tests do
+    (finetune, ) = [line for line in log.splitlines() if '] finetune: ' in line and
+                    'tools/train.py' in line]
+    fewer_rois = load_tool('detection_protocol').fewer_rois_options(
+        str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
+    assert finetune.split()[-len(fewer_rois):] == fewer_rois, finetune
     metrics = steps['finetune_eval']['result']
     assert set(metrics) >= {'coco/bbox_mAP', 'coco/segm_mAP'}
     assert (out / 'tables.md').read_text() == load_tool('analysis_tools/gpu_tables').tables(

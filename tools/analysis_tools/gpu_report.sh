@@ -316,7 +316,8 @@ warm_start "${TARGETS[@]}"
 # ImageNet checkpoint travels), then COCO AP on its validation images. Resumed only as a whole
 # (the data and the checkpoint live in this run's temporary folder).
 COCO="$PARTS/fashion_coco"
-if [ "$DEVICE" = cpu ]; then  # the detector tests' CPU sizes: 128×160, 64 RoIs, 300 proposals
+if [ "$DEVICE" = cpu ]; then  # the detector tests' CPU sizes: 128×160, and the RoIs and
+    # proposals of tools/detection_protocol.py's fewer_rois_options (test_cpu_dry_run checks)
     NUM=(--train 4 --val 2 --image-size 128 160); EPOCHS=1
     LOADERS=(train_dataloader.num_workers=0 train_dataloader.persistent_workers=False
              val_dataloader.num_workers=0 val_dataloader.persistent_workers=False
@@ -330,8 +331,8 @@ step fashion_coco "$PY" tools/dataset_converters/make_fashion_coco.py "$COCO" "$
     --fashion-mnist-root "$FASHION_MNIST" --configs configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py
 step finetune "$PY" tools/train.py "$DET_CFG" --work-dir "$PARTS/finetune" --cfg-options \
     model.backbone.init_cfg=None "train_cfg.max_epochs=$EPOCHS" "train_cfg.val_interval=$EPOCHS" \
-    param_scheduler.0.end=50 default_hooks.logger.interval=20 ${LOADERS[@]:+"${LOADERS[@]}"} \
-    ${CPU_SIZES[@]:+"${CPU_SIZES[@]}"}
+    param_scheduler.0.end=50 default_hooks.logger.interval=20 "${LOADERS[@]}" \
+    "${CPU_SIZES[@]}"
 CKPT="$(cat "$PARTS/finetune/last_checkpoint" 2>/dev/null || echo "$PARTS/finetune/no_checkpoint")"
 step finetune_eval "$PY" tools/test.py "$DET_CFG" "$CKPT" --work-dir "$PARTS/finetune_test" \
     --out "$PARTS/finetune_eval.json" --out-item metrics ${LOADERS[@]:+--cfg-options "${LOADERS[@]}"}
