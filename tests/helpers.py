@@ -1,10 +1,13 @@
 """Paths and small utilities shared by the tests (imported as ``from helpers import ...``)."""
+import errno
 import importlib.util
+import os
 import pickle
 from pathlib import Path
 from types import ModuleType
 from typing import Tuple
 
+import pytest
 import torch
 import torch.nn.functional as F
 from mmengine.config import Config
@@ -19,6 +22,18 @@ CONFIGS = REPO / 'configs'
 TOOLS = REPO / 'tools'
 #: Where Debian's fashion-mnist package puts the dataset (mmpoly's LocalFashionMNIST default).
 FASHION_MNIST = Path(LocalFashionMNIST.DEBIAN_ROOT)
+
+
+def disk_full_at_fsync(monkeypatch: pytest.MonkeyPatch, min_bytes: int = 1) -> None:
+    """From now on (until ``monkeypatch`` undoes it) ``os.fsync`` fails with ENOSPC after
+    asserting that the file holds at least ``min_bytes``: an atomic write then fails with all
+    its data in the temporary file, just before the rename."""
+
+    def failing_fsync(fd: int) -> None:
+        assert os.fstat(fd).st_size >= min_bytes
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(os, 'fsync', failing_fsync)
 
 
 #: Config text of the tiny PDC-ResNet classifier (2 stages of 8 and 16 channels, degree 2, one

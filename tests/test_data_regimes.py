@@ -18,8 +18,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
-from helpers import (CONFIGS, FASHION_MNIST, REPO, TINY_PDC_MODEL, load_tool, runtime_tail,
-                     write_pickle)
+from helpers import (CONFIGS, FASHION_MNIST, REPO, TINY_PDC_MODEL, disk_full_at_fsync, load_tool,
+                     runtime_tail, write_pickle)
 from mmengine.config import Config
 from mmengine.dataset import BaseDataset
 from mmengine.logging import MMLogger
@@ -383,6 +383,23 @@ def test_plot_tool_averages_repeated_runs(tmp_path: Path) -> None:
     drawn = tool.plot_data_regimes(runs, str(tmp_path / 'p.png'))
     assert drawn == {'imbalance_factor': {},
                      'images_per_class': {'resnet18': ([50.0, 500.0], [35.0, 60.0])}}
+
+
+def test_plot_tool_writes_the_image_complete_or_not_at_all(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed write leaves the previous image and no temporary file."""
+    tool = load_plot_tool()
+    runs = [tool.Run('a', 'resnet18', 'images_per_class', 50.0, 30.0)]
+    out = tmp_path / 'p.png'
+    out.write_bytes(b'previous')
+
+    disk_full_at_fsync(monkeypatch, min_bytes=10_000)  # the whole image is written
+    with pytest.raises(OSError, match='No space left'):
+        tool.plot_data_regimes(runs, str(out))
+    assert out.read_bytes() == b'previous' and [p.name for p in tmp_path.iterdir()] == ['p.png']
+    monkeypatch.undo()
+    tool.plot_data_regimes(runs, str(out))
+    assert out.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
 # --------------------------------------------------------------------------- real runs

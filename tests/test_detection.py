@@ -29,6 +29,7 @@ from test_datasets import make_imagenet
 from test_tools import free_port, run_tool, train
 
 from mmpoly.datasets import FASHION_MNIST_CLASSES, LocalCocoDataset, write_fashion_coco
+from mmpoly.fileio import atomic as atomic_mod
 from mmpoly.models.backbones.pretrained import PretrainedMismatchError
 
 needs_fashion_mnist = pytest.mark.skipif(
@@ -385,7 +386,25 @@ def test_generated_config_reads_the_set_relative_to_itself(tmp_path: Path) -> No
     tool = load_tool('dataset_converters/make_fashion_coco')
     (config, ) = tool.main([str(tmp_path / 'before'), '--train', '2', '--val', '1', '--configs',
                             str(CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py')])
-    assert str(tmp_path) not in Path(config).read_text()
+    text = Path(config).read_text()
+    assert str(tmp_path) not in text
+    # the config is written complete or not at all: a failed write keeps the previous file
+    replace = atomic_mod.os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        if str(dst).endswith('.py'):
+            raise OSError(28, 'No space left on device')
+        replace(src, dst)
+
+    Path(config).write_text('previous')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(atomic_mod.os, 'replace', failing_replace)
+        with pytest.raises(OSError, match='No space left'):
+            tool.main([str(tmp_path / 'before'), '--train', '2', '--val', '1', '--configs',
+                       str(CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py')])
+    assert Path(config).read_text() == 'previous'
+    assert list((tmp_path / 'before').glob('.*')) == []  # no temporary file left
+    Path(config).write_text(text)
     shutil.move(str(tmp_path / 'before'), str(tmp_path / 'after'))
     cfg = Config.fromfile(str(tmp_path / 'after' / Path(config).name))
     assert cfg.data_root == f'{tmp_path / "after"}/'

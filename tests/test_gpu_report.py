@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from helpers import FASHION_MNIST, REPO, load_tool
+from helpers import FASHION_MNIST, REPO, disk_full_at_fsync, load_tool
 
 SCRIPT = REPO / 'tools' / 'analysis_tools' / 'gpu_report.sh'
 
@@ -98,6 +98,21 @@ def test_report_and_tables(gen, tmp_path):
                      for run in ('bf16_compiled-cl', 'bf16_compiled', 'fp32_compiled',
                                  'fp32_cudagraphs', 'fp32_eager')]
     assert json.loads(Path(written[0]).read_text())['models'][1]['ratios']['train'] == 0.95
+
+    # `tables --out` writes the tables complete or not at all (as every file of the report)
+    report_file = tmp_path / 'report.json'
+    report_file.write_text(json.dumps(report))
+    tables_file = tmp_path / 'tables.md'
+    assert gen.main(['tables', str(report_file), '--out', str(tables_file)]) == 0
+    assert tables_file.read_text() == text
+    tables_file.write_text('previous')
+    with pytest.MonkeyPatch.context() as patch:
+        disk_full_at_fsync(patch, min_bytes=len(text.encode()))  # all the tables are written
+        with pytest.raises(OSError, match='No space left'):
+            gen.main(['tables', str(report_file), '--out', str(tables_file)])
+    assert tables_file.read_text() == 'previous'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['gpu', 'parts', 'report.json',
+                                                          'tables.md']
 
 
 def test_restore_keeps_completed_steps(gen, tmp_path):

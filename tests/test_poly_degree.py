@@ -5,7 +5,7 @@ from typing import Optional
 
 import pytest
 import torch
-from helpers import CONFIGS, load_tool
+from helpers import CONFIGS, disk_full_at_fsync, load_tool
 from mmengine.config import Config
 from torch import nn
 
@@ -268,7 +268,7 @@ model = dict(
 '''
 
 
-def test_the_tool_measures_a_user_registered_block(tmp_path, capsys):
+def test_the_tool_measures_a_user_registered_block(tmp_path, capsys, monkeypatch):
     config = tmp_path / 'cube.py'
     config.write_text(user_config('TestDegreeCubeBlock'))
     out = tmp_path / 'degrees.json'
@@ -283,6 +283,13 @@ def test_the_tool_measures_a_user_registered_block(tmp_path, capsys):
     assert rows['layer1.1']['type'] == 'CubeBlock' and rows['layer1.1']['measured'] == 3
     assert rows['layer1']['measured'] == 9 and rows['backbone']['measured'] == 9
     assert report['input_shape'] == [1, 3, 4, 4] and report['max_degree'] == 10
+    # the JSON is written complete or not at all: a failed write leaves the previous file
+    disk_full_at_fsync(monkeypatch)
+    with pytest.raises(OSError, match='No space left'):
+        poly_degree.main([str(config), '--input-size', '4', '4', '--max-degree', '10',
+                          '--json', str(out)])
+    assert json.loads(out.read_text()) == report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['cube.py', 'degrees.json']
 
 
 def test_the_tool_fails_on_a_block_that_misstates_its_degree(tmp_path, capsys):

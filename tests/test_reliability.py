@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 
 import pytest
 import torch
-from helpers import TOOLS
+from helpers import TOOLS, disk_full_at_fsync
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler
 from mmengine.fileio import get_file_backend
@@ -34,6 +34,7 @@ from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBacke
                            install_atomic_saving, launcher, load_checkpoint_file,
                            resume_problems, select_checkpoint, use_atomic_checkpoint_hook)
 from mmpoly.engine import saving as saving_mod
+from mmpoly.fileio import atomic_savefig
 
 SUBPROCESS_TIMEOUT_S = 120
 
@@ -79,6 +80,29 @@ def test_atomic_write_failure_leaves_no_file_and_no_litter(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == (['epoch_1.pth'] if existing else [])
     if existing:
         assert target.read_bytes() == b'old complete checkpoint'
+
+
+def test_atomic_savefig_writes_the_suffix_s_format_or_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    magic = {'a.png': b'\x89PNG', 'a.pdf': b'%PDF', 'a.svg': b'<?xml', 'a': b'\x89PNG'}
+    for name in magic:
+        atomic_savefig(fig, tmp_path / name, dpi=50)
+    atomic_savefig(fig, tmp_path / 'b.jpg', format='png')  # an explicit format wins
+    assert {p.name: p.read_bytes()[:len(magic.get(p.name, b'\x89PNG'))]
+            for p in tmp_path.iterdir()} == {**magic, 'b.jpg': b'\x89PNG'}
+    disk_full_at_fsync(monkeypatch, min_bytes=1000)  # the whole image is written
+    with pytest.raises(OSError, match='No space left'):
+        atomic_savefig(fig, tmp_path / 'a.png')
+    with pytest.raises(OSError, match='No space left'):
+        atomic_savefig(fig, tmp_path / 'new.png')
+    plt.close(fig)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*magic, 'b.jpg'])
+    assert (tmp_path / 'a.png').read_bytes()[:4] == b'\x89PNG'
 
 
 def test_mmengine_save_checkpoint_goes_through_the_atomic_backend(

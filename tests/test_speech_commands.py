@@ -130,6 +130,45 @@ def test_tool_command_line_and_errors(synth: Dict, tmp_path: Path) -> None:
                                   test_speakers=1)
 
 
+def test_the_tool_writes_the_set_complete_or_not_at_all(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The set is built in a temporary folder and renamed when complete: a run stopped by an
+    error leaves the (empty) output folder as it was and no partial set or temporary folder."""
+    require_tts()
+    tool = load_converter()
+    out = tmp_path / 'set'
+    out.mkdir()  # an empty folder is accepted, as before
+    written = []
+    write_wav = tool.write_wav
+
+    def failing_write_wav(path: str, audio: np.ndarray) -> None:
+        if len(written) == 2:
+            raise OSError(28, 'No space left on device')
+        write_wav(path, audio)
+        written.append(path)
+
+    monkeypatch.setattr(tool, 'write_wav', failing_write_wav)
+    options = dict(speakers=3, val_speakers=1, test_speakers=1, engines=['espeak-ng'],
+                   noise_seconds=0.5)
+    with pytest.raises(OSError, match='No space left'):
+        tool.make_speech_commands(str(out), ['yes', 'no'], **options)
+    assert len(written) == 2 and all(f'{os.sep}.set.' in path for path in written)
+    assert [p.name for p in tmp_path.iterdir()] == ['set'] and list(out.iterdir()) == []
+    monkeypatch.undo()
+    splits = tool.make_speech_commands(str(out), ['yes', 'no'], **options)
+    assert [p.name for p in tmp_path.iterdir()] == ['set']
+    assert sorted(p.name for p in out.iterdir()) == [
+        '_background_noise_', 'no', 'testing_list.txt', 'validation_list.txt', 'yes']
+    assert (out / 'testing_list.txt').read_text().splitlines() == splits['test']
+    assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_the_35_words_default_and_unknown_silence_options(synth: Dict) -> None:
     root = str(synth['root'])
     with pytest.raises(FileNotFoundError, match=r"no folder for the words \['backward'"):

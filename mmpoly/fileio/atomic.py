@@ -1,13 +1,16 @@
 """Atomic file writes: a file appears under its final name only when it is complete."""
 import errno
+import io
 import os
 import os.path as osp
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Any, Optional, Union
 
-__all__ = ['TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'free_bytes', 'format_bytes']
+__all__ = [
+    'TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'atomic_savefig', 'free_bytes', 'format_bytes'
+]
 
 #: Suffix of the temporary files an atomic write creates next to its target.
 TEMP_SUFFIX = '.mmpoly-tmp'
@@ -117,3 +120,14 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
                 f'its file system. The partial file was removed and {kept}.') from error
         raise
     _fsync_dir(folder)
+
+
+def atomic_savefig(fig: Any, path: Union[str, Path], dpi: int = 100,
+                   format: Optional[str] = None) -> None:
+    """Save a matplotlib figure to ``path`` with :func:`atomic_write`: the image is rendered in
+    memory (``format``, by default the file's suffix, PNG without one), then written; a failure
+    leaves ``path`` absent or as it was."""
+    format = format or osp.splitext(os.fspath(path))[1].lstrip('.').lower() or 'png'
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=format, dpi=dpi)
+    atomic_write(buffer.getvalue(), path)

@@ -24,11 +24,25 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 
-def _write_json(data: Any, path: str) -> None:
+def _write_text(text: str, path: str) -> None:
+    """Write ``text`` to ``path`` complete or not at all: a temporary file in the same folder,
+    flushed and fsync-ed, then renamed (this script runs before mmpoly is installed, so it does
+    not use ``mmpoly.fileio.atomic_write``)."""
     tmp = f'{path}.tmp{os.getpid()}'
-    with open(tmp, 'w') as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, 'w') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if osp.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _write_json(data: Any, path: str) -> None:
+    _write_text(json.dumps(data, indent=2), path)
 
 
 def write_part(parts: str, name: str, status: str, seconds: int) -> str:
@@ -333,9 +347,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.report) as f:
             text = tables(json.load(f))
         if args.out:
-            with open(args.out, 'w') as f:
-                f.write(text)
-        if not args.out:
+            _write_text(text, args.out)
+        else:
             print(text, end='')
     return 0
 

@@ -20,7 +20,6 @@ not log a metric is left out of that panel; a default metric no run logged is le
 figure. The PNG is written to a temporary file and renamed, so ``--out`` is never half-written.
 """
 import argparse
-import io
 import json
 import sys
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from mmpoly.engine.saving import atomic_write  # noqa: E402
+from mmpoly.fileio import atomic_savefig  # noqa: E402
 
 DEFAULT_METRICS = ('loss', 'lr', 'accuracy/top1')
 SCALARS = '*/vis_data/scalars.json'
@@ -174,10 +173,8 @@ def plot_curves(runs: Sequence[RunCurves], metrics: Sequence[str],
 
 
 def save_png(fig: Figure, out: str) -> None:
-    """Write ``fig`` to ``out`` atomically (:func:`mmpoly.engine.saving.atomic_write`)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format='png', dpi=100)
-    atomic_write(buffer.getvalue(), out)
+    """Write ``fig`` to ``out`` as a PNG, atomically (:func:`mmpoly.fileio.atomic_savefig`)."""
+    atomic_savefig(fig, out, dpi=100, format='png')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

@@ -31,6 +31,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 
+from mmpoly.fileio import atomic_savefig  # noqa: E402
+
 #: regime -> (the wrapper's type, its parameter, axis label)
 REGIMES: Dict[str, Tuple[str, str, str]] = {
     'imbalance_factor': ('LongTailedDataset', 'imbalance_factor', 'imbalance factor'),
@@ -185,9 +187,10 @@ def plot_data_regimes(runs: Sequence[Run], out: str, metric: str = 'accuracy/top
     axes[0].set_title('long-tailed training set')
     axes[1].set_title('limited training set')
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    try:
+        atomic_savefig(fig, out, dpi=100)  # complete or not at all
+    finally:
+        plt.close(fig)
     return drawn
 
 

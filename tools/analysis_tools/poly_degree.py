@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 from mmengine.config import DictAction
 
 from mmpoly.analysis import MAX_MEASURABLE_DEGREE, PARTS, analyse_config
+from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
 
 #: Statuses that count as agreement with an expected degree.
@@ -65,8 +66,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             cfg_options=args.cfg_options, parts=args.parts)
     print(report.format_table())
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(report.to_dict(), f, indent=2, ensure_ascii=False)
+        atomic_write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False), args.json)
         print(f'report written to {args.json}')
     failed = [r for r in report.rows if r.expected is not None and r.status not in OK_STATUSES]
     return 1 if failed else 0

@@ -43,6 +43,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     args = parse_args(argv)
     from mmpoly.datasets.fashion_coco import (CONFIG_DIR, fashion_coco_detector_config,
                                               write_fashion_coco)
+    from mmpoly.fileio import atomic_write
     from mmpoly.utils import register_all_modules
     register_all_modules(init_default_scope=False)
     write_fashion_coco(args.out_dir, dict(train=args.train, val=args.val),
@@ -57,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
         cfg = fashion_coco_detector_config(config, CONFIG_DIR,
                                            image_scale=(args.image_size[1], args.image_size[0]))
         path = osp.join(args.out_dir, stem[:-len('coco')] + 'fashion-coco.py')
-        cfg.dump(path)
+        atomic_write(cfg.pretty_text, path)  # what cfg.dump(path) writes, complete or not at all
         written.append(path)
     print(f'wrote {args.train} + {args.val} images to {args.out_dir}'
           + ''.join(f'\nconfig: {path}' for path in written))

@@ -6,7 +6,9 @@ Clips are 16 kHz mono 16-bit WAVs of at most 1 s, named ``<speaker>_nohash_0.wav
 per word, as in the real archive. Speakers are split between train / validation / test (as the
 real set splits by speaker), listed in ``validation_list.txt`` and ``testing_list.txt``;
 ``_background_noise_/`` gets synthetic noises (white, pink, brown, a band-passed "tap" and a
-babble of overlapping speech)::
+babble of overlapping speech). The set is built in a temporary folder next to ``OUT_DIR``
+(``.<name>.<random>.mmpoly-tmp``) and renamed to ``OUT_DIR`` when it is complete: a stopped run
+leaves no partial set under ``OUT_DIR``::
 
     python tools/dataset_converters/make_speech_commands.py data/speech_commands_synth \\
         --words yes no up down --speakers 20
@@ -35,6 +37,8 @@ ESPEAK_VOICES = ['en-us', 'en-gb', 'en-gb-scotland', 'en-gb-x-rp', 'en-gb-x-gbcl
                  'en-gb-x-gbcwmd', 'en-029']
 ESPEAK_VARIANTS = ['m1', 'm2', 'm3', 'm4', 'm5', 'm7', 'f1', 'f2', 'f3', 'f4', 'klatt', 'croak']
 FLITE_VOICES = ['slt', 'rms', 'awb', 'kal16', 'kal']
+#: Suffix of the temporary folder the set is built in (as mmpoly.fileio's temporary files).
+TEMP_SUFFIX = '.mmpoly-tmp'
 NOISES = ['white_noise', 'pink_noise', 'brown_noise', 'running_tap', 'babble']
 BABBLE_TEXT = [
     'the quick brown fox jumps over the lazy dog near the river bank',
@@ -170,7 +174,8 @@ def make_speech_commands(out_dir: str, words: Sequence[str], speakers: int = 20,
                          engines: Sequence[str] = ('espeak-ng', 'flite'),
                          noise_seconds: float = 10.0, seed: int = 0,
                          jobs: int = 1) -> Dict[str, List[str]]:
-    """Write the set; return the relative clip paths of each split ('train', 'val', 'test')."""
+    """Write the set (complete or not at all, see the module docstring); return the relative
+    clip paths of each split ('train', 'val', 'test')."""
     words = list(words)
     if len(set(words)) != len(words) or any(w.startswith('_') or '/' in w for w in words):
         raise ValueError(f'--words must be distinct folder names not starting with "_", got '
@@ -193,9 +198,34 @@ def make_speech_commands(out_dir: str, words: Sequence[str], speakers: int = 20,
         split_of[settings[index]['id']] = ('val' if rank < val_speakers else
                                            'test' if rank < val_speakers + test_speakers
                                            else 'train')
+    final_dir = osp.abspath(out_dir)
+    os.makedirs(osp.dirname(final_dir), exist_ok=True)
+    out_dir = tempfile.mkdtemp(dir=osp.dirname(final_dir),
+                               prefix=f'.{osp.basename(final_dir)}.', suffix=TEMP_SUFFIX)
+    try:
+        splits = _write_set(out_dir, words, settings, split_of, engines, noise_seconds, rng,
+                            jobs)
+        os.chmod(out_dir, 0o777 & ~_umask())  # mkdtemp's 0o700 -> a new folder's usual mode
+        os.replace(out_dir, final_dir)  # onto a missing or empty folder (checked above)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return splits
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_set(out_dir: str, words: Sequence[str], settings: List[Dict],
+               split_of: Dict[str, str], engines: Sequence[str], noise_seconds: float,
+               rng: np.random.Generator, jobs: int) -> Dict[str, List[str]]:
+    """Write the clips, the noises and the split lists to the (new, empty) ``out_dir``."""
     for word in words:
-        os.makedirs(osp.join(out_dir, word), exist_ok=True)
-    os.makedirs(osp.join(out_dir, '_background_noise_'), exist_ok=True)
+        os.makedirs(osp.join(out_dir, word))
+    os.makedirs(osp.join(out_dir, '_background_noise_'))
     jobs_list = [(word, setting, int(rng.integers(2**31))) for word in words
                  for setting in settings]
     splits: Dict[str, List[str]] = {'train': [], 'val': [], 'test': []}

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 from mmengine.config import Config
 
 from mmpoly.engine.saving import atomic_write
+from mmpoly.fileio import atomic_savefig
 from mmpoly.zoo.fashion_mnist import (CHECKPOINTS_DIR, COMPLETE, DIVERGED, PUBLISHED_SEED, REPO,
                                       RESULTS_FILE, SUITE, WORK_ROOT, collect_records,
                                       config_path, zoo_config)
@@ -290,8 +291,6 @@ def rows_from_results(data: Dict) -> List[Row]:
 def plot(rows: Sequence[Row], out: Path) -> None:
     """Top-1 against parameters, one marker per model (full data; other data regimes hollow),
     error bars of one sample standard deviation; written atomically."""
-    import io
-
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
@@ -310,10 +309,10 @@ def plot(rows: Sequence[Row], out: Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=out.suffix.lstrip('.') or 'png', dpi=120)
-    plt.close(fig)
-    atomic_write(buffer.getvalue(), out)
+    try:
+        atomic_savefig(fig, out, dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def publish_all(rows: Sequence[Row], work_root: Path, out_dir: Path,
