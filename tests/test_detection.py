@@ -7,7 +7,9 @@ configs for a few iterations on a tiny set in mmpretrain's ImageNet layout; the 
 the offline Fashion-MNIST-on-photos set in the COCO format (tools/dataset_converters/
 make_fashion_coco.py), at 160×128 (the short protocol's size; the tool's default is 320×256).
 """
+import errno
 import json
+import os
 import os.path as osp
 import re
 import shutil
@@ -29,7 +31,6 @@ from test_datasets import make_imagenet
 from test_tools import free_port, run_tool, train
 
 from mmpoly.datasets import FASHION_MNIST_CLASSES, LocalCocoDataset, write_fashion_coco
-from mmpoly.fileio import atomic as atomic_mod
 from mmpoly.models.backbones.pretrained import PretrainedMismatchError
 
 needs_fashion_mnist = pytest.mark.skipif(
@@ -389,16 +390,16 @@ def test_generated_config_reads_the_set_relative_to_itself(tmp_path: Path) -> No
     text = Path(config).read_text()
     assert str(tmp_path) not in text
     # the config is written complete or not at all: a failed write keeps the previous file
-    replace = atomic_mod.os.replace
+    replace = os.replace
 
-    def failing_replace(src: str, dst: str) -> None:
+    def failing_replace(src: str, dst: str) -> None:  # only the config's rename fails
         if str(dst).endswith('.py'):
-            raise OSError(28, 'No space left on device')
+            raise OSError(errno.ENOSPC, 'No space left on device')
         replace(src, dst)
 
     Path(config).write_text('previous')
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(atomic_mod.os, 'replace', failing_replace)
+        patch.setattr(os, 'replace', failing_replace)
         with pytest.raises(OSError, match='No space left'):
             tool.main([str(tmp_path / 'before'), '--train', '2', '--val', '1', '--configs',
                        str(CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py')])

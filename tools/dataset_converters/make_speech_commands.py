@@ -7,7 +7,7 @@ per word, as in the real archive. Speakers are split between train / validation 
 real set splits by speaker), listed in ``validation_list.txt`` and ``testing_list.txt``;
 ``_background_noise_/`` gets synthetic noises (white, pink, brown, a band-passed "tap" and a
 babble of overlapping speech). The set is built in a temporary folder next to ``OUT_DIR``
-(``.<name>.<random>.mmpoly-tmp``) and renamed to ``OUT_DIR`` when it is complete: a stopped run
+(``.<name>.<pid>.mmpoly-tmp``) and renamed to ``OUT_DIR`` when it is complete: a stopped run
 leaves no partial set under ``OUT_DIR``::
 
     python tools/dataset_converters/make_speech_commands.py data/speech_commands_synth \\
@@ -200,23 +200,17 @@ def make_speech_commands(out_dir: str, words: Sequence[str], speakers: int = 20,
                                            else 'train')
     final_dir = osp.abspath(out_dir)
     os.makedirs(osp.dirname(final_dir), exist_ok=True)
-    out_dir = tempfile.mkdtemp(dir=osp.dirname(final_dir),
-                               prefix=f'.{osp.basename(final_dir)}.', suffix=TEMP_SUFFIX)
+    out_dir = osp.join(osp.dirname(final_dir),
+                       f'.{osp.basename(final_dir)}.{os.getpid()}{TEMP_SUFFIX}')
+    os.mkdir(out_dir)  # a new folder's usual mode, as OUT_DIR would get
     try:
         splits = _write_set(out_dir, words, settings, split_of, engines, noise_seconds, rng,
                             jobs)
-        os.chmod(out_dir, 0o777 & ~_umask())  # mkdtemp's 0o700 -> a new folder's usual mode
         os.replace(out_dir, final_dir)  # onto a missing or empty folder (checked above)
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return splits
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write_set(out_dir: str, words: Sequence[str], settings: List[Dict],
