@@ -436,11 +436,14 @@ def _train_losses(work_dir: Path) -> List[float]:
 
 
 def _detector_run_args(config: Path, checkpoint: Path, work_dir: Path, epochs: int) -> List[str]:
-    # 8 images, 2 per batch: 4 iterations an epoch; warm-up of 4 iterations instead of 50
+    # 8 images, 2 per batch: 4 iterations an epoch; warm-up of 4 iterations instead of 50. Each
+    # iteration's own loss is logged (window_size=1: mmengine's default logs the mean of the last
+    # 10), and the run is seeded (the configs leave randomness.seed=None, as mmdet does).
     return [str(config), '--work-dir', str(work_dir), '--cfg-options',
             f'model.backbone.init_cfg.checkpoint={checkpoint}', f'train_cfg.max_epochs={epochs}',
             f'train_cfg.val_interval={epochs}', 'param_scheduler.0.end=4',
-            'default_hooks.logger.interval=1', 'model.test_cfg.rcnn.score_thr=0',
+            'default_hooks.logger.interval=1', 'log_processor.window_size=1', 'randomness.seed=0',
+            'model.test_cfg.rcnn.score_thr=0',
             *DETECTION_PROTOCOL.fewer_rois_options(str(config)), *CPU_LOADERS]
 
 
@@ -465,7 +468,13 @@ def trained_detectors(fashion_coco: Dict[str, Path],
 def test_detector_training_loss_falls(config: str, trained_detectors: Dict[str, Path]) -> None:
     losses = _train_losses(trained_detectors[config])
     assert len(losses) == 12 and all(np.isfinite(losses)), losses
-    assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.1, losses
+    # One iteration's loss depends mostly on its two images (about 3 to 11 within one epoch), so
+    # compare whole epochs, each over all 8 images: the third epoch's mean loss is below 0.9 of
+    # the first's. Measured (seeds 0-3 of the four, 4-6 of Cascade Mask R-CNN with ResNet18, the
+    # closest): 0.31-0.82, 0.41-0.71 with seed 0; with the learning rate at 0 (a detector that
+    # does not learn) 1.00 and 1.02.
+    first_epoch, last_epoch = np.mean(losses[:4]), np.mean(losses[-4:])
+    assert last_epoch < 0.9 * first_epoch, (first_epoch, last_epoch, losses)
     assert (trained_detectors[config] / 'epoch_3.pth').is_file()
 
 

@@ -324,3 +324,64 @@ def test_imagenet_configs_check_their_data(tools, tmp_path: Path,
     assert len(dataset) == 2 and dataset.get_data_info(1)['gt_label'] == 1
     with pytest.raises(FileNotFoundError, match="'data/imagenet/meta/val.txt' does not exist"):
         LocalImageNet(data_root='data/imagenet', split='val', data_prefix='../../flat')
+
+
+def test_mmcv1_keys_that_mmengine_ignores_are_warned_about(tools, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level mmcv 1.x key with no effect gets one warning, before any start-up error;
+    a key whose value the config uses (a variable) gets none, nor does rank 1."""
+    config = tmp_path / 'legacy.py'
+    config.write_text(f'_base_ = [{IMAGENET!r}]\n'
+                      "lr_config = dict(policy='step', step=[30, 60])\n"
+                      'evaluation = dict(interval=1, metric="accuracy")\n'
+                      'data = dict(samples_per_gpu=64)\n'
+                      "runner = dict(type='EpochBasedTrainLoop', max_epochs=7)\n"
+                      'train_cfg = runner\n'
+                      'cudnn_benchmark = False\n'  # used: env_cfg.cudnn_benchmark
+                      'env_cfg = dict(cudnn_benchmark=cudnn_benchmark)\n'
+                      'resume_from = None\n')
+    monkeypatch.chdir(tmp_path)  # the ImageNet data is missing: the run stops at start-up
+    lines = run_main(tools[0], [str(config), '--work-dir', str(tmp_path / 'work')], capsys)
+    hint = {'lr_config': 'param_scheduler',
+            'evaluation': 'train_cfg.val_interval, val_evaluator and '
+                          'default_hooks.checkpoint.save_best',
+            'data': 'train_dataloader, val_dataloader and test_dataloader'}
+    assert lines[:3] == [f"tools/train.py: warning: config key '{key}' is an mmcv 1.x key that "
+                         "mmengine's Runner does not read: it has no effect on this run. Use "
+                         f"{use} instead, and remove '{key}'" for key, use in hint.items()]
+    assert lines[3].startswith('tools/train.py: error: LocalImageNet: data_root'), lines
+    assert not any('warning' in line for line in lines[4:]), lines
+    cfg = Config.fromfile(str(config))
+    # 'runner' is used: merged into the base's train_cfg
+    assert cfg.train_cfg.max_epochs == 7 and cfg.train_cfg != cfg.runner
+    assert startup.warn_legacy_keys(cfg, 'x') == ['lr_config', 'evaluation', 'data']
+    capsys.readouterr()
+    monkeypatch.setenv('RANK', '1')
+    assert startup.warn_legacy_keys(cfg, 'x', 'pytorch') == ['lr_config', 'evaluation', 'data']
+    assert capsys.readouterr().err == ''
+    # none of the shipped configs has such a key
+    for shipped in sorted(CONFIGS.glob('*.py')):
+        assert startup.warn_legacy_keys(Config.fromfile(str(shipped)), 'x') == [], shipped
+
+
+@pytest.mark.parametrize('package, config, keys', [
+    ('mmdet', 'guided_anchoring/ga-fast-rcnn_r50-caffe_fpn_1x_coco.py',
+     ['data', 'optimizer_config']),
+    ('mmpretrain', 'hornet/hornet-tiny_8xb128_in1k.py', ['data']),
+    ('mmpretrain', 'vision_transformer/vit-base-p16_4xb544-ipu_in1k.py',
+     ['data', 'runner', 'fp16']),
+    # cudnn_benchmark = True in _base_/models/ssd300.py; env_cfg.cudnn_benchmark stays False
+    ('mmdet', 'ssd/ssd300_coco.py', ['cudnn_benchmark']),
+    ('mmpretrain', 'lenet/lenet5_mnist.py', []),  # resume_from = None: nothing lost
+    ('mmdet', 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', []),
+    ('mmpretrain', 'resnet/resnet18_8xb32_in1k.py', []),
+])
+def test_upstream_configs_with_mmcv1_keys(package: str, config: str, keys: List[str],
+                                          capsys: pytest.CaptureFixture) -> None:
+    """Configs that mmdet 3.3 and mmpretrain 1.2 ship with keys mmengine ignores (a warning, not
+    an error: the run goes on), and two without."""
+    import importlib
+    root = Path(importlib.import_module(package).__file__).parent / '.mim' / 'configs'
+    assert startup.warn_legacy_keys(Config.fromfile(str(root / config)), 'x') == keys
+    assert capsys.readouterr().err.count('x: warning: config key') == len(keys)

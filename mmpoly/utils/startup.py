@@ -9,6 +9,10 @@ Checks: the config file and its ``_base_`` files (:func:`load_config`: a missing
 or other error with the real file and line), ``--cfg-options`` keys (:func:`check_cfg_options`),
 the work_dir (:func:`check_work_dir`), checkpoint paths (:func:`check_checkpoint`) and the data
 of datasets that can check their files without reading them (:func:`check_datasets`).
+
+Warned about, not refused (:func:`warn_legacy_keys`): top-level keys of mmcv 1.x configs
+(``lr_config``, ``evaluation``, ``data``, ...) that mmengine's Runner does not read, so that a
+config carried over from mmcv 1.x does not run without them unnoticed.
 """
 import contextlib
 import difflib
@@ -28,7 +32,7 @@ from mmengine.config import Config
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
     'startup_errors', 'load_config', 'check_cfg_options', 'check_work_dir', 'check_checkpoint',
-    'check_datasets'
+    'check_datasets', 'LEGACY_KEYS', 'warn_legacy_keys'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -228,6 +232,69 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
         raise StartupError('unknown --cfg-options key' + ('s' if len(problems) > 1 else '')
                            + ': ' + '; '.join(problems) + '. A key is a dotted path into '
                            'the config, list items by index (e.g. param_scheduler.0.end)')
+
+
+#: Top-level keys of mmcv 1.x configs that mmengine 0.10's Runner does not read (nor do
+#: tools/train.py and tools/test.py), and what replaces each.
+LEGACY_KEYS = {
+    'lr_config': 'param_scheduler',
+    'momentum_config': 'param_scheduler',
+    'optimizer_config': 'optim_wrapper (e.g. clip_grad=dict(max_norm=...))',
+    'checkpoint_config': 'default_hooks.checkpoint',
+    'log_config': 'default_hooks.logger and visualizer',
+    'evaluation': 'train_cfg.val_interval, val_evaluator and default_hooks.checkpoint.save_best',
+    'runner': 'train_cfg (e.g. dict(by_epoch=True, max_epochs=...))',
+    'workflow': 'train_cfg and val_cfg',
+    'total_epochs': 'train_cfg.max_epochs',
+    'data': 'train_dataloader, val_dataloader and test_dataloader',
+    'fp16': "optim_wrapper=dict(type='AmpOptimWrapper', ...) or --amp",
+    'dist_params': 'env_cfg.dist_cfg',
+    'resume_from': 'resume=True with load_from, or --resume PATH',
+    'gpu_ids': 'the launcher (e.g. tools/dist_train.sh CONFIG GPUS)',
+    'cudnn_benchmark': 'env_cfg.cudnn_benchmark',
+    'mp_start_method': 'env_cfg.mp_cfg.mp_start_method',
+    'opencv_num_threads': 'env_cfg.mp_cfg.opencv_num_threads',
+}
+
+
+def _holds(node: Any, value: Any, name: str, key: Optional[str] = None) -> bool:
+    """Whether ``node`` (found under ``key``), or a dict value or list item anywhere inside it,
+    is ``value``, the value of the top-level key ``name``: a dict with all the items of a dict
+    ``value`` (a variable merged into a base dict), an equal number or string, or for ``True``,
+    ``False`` and ``None`` (too common to tell) the same value under a key called ``name``."""
+    if isinstance(node, Mapping) and isinstance(value, Mapping):
+        if all(item in node and node[item] == value[item] for item in value):
+            return True
+    elif value is None or isinstance(value, bool):
+        if key == name and node is value:
+            return True
+    elif type(node) is type(value) and node == value:
+        return True
+    if isinstance(node, Mapping):
+        return any(_holds(item, value, name, child) for child, item in node.items())
+    if isinstance(node, (list, tuple)):
+        return any(_holds(item, value, name) for item in node)
+    return False
+
+
+def warn_legacy_keys(cfg: Config, prog: str, launcher: str = 'none') -> List[str]:
+    """Warn (on stderr, rank 0 only) about each key of :data:`LEGACY_KEYS` that ``cfg`` has at
+    its top level and that has no effect: mmengine's Runner ignores it without a word.
+
+    A key set to ``None`` loses nothing and is not warned about, nor is a key whose value
+    another top-level key holds (a variable, e.g. ``runner = dict(...)`` then ``train_cfg =
+    runner``; see :func:`_holds`). Returns the keys warned about, in the config's order.
+    """
+    others = [(key, value) for key, value in cfg.items() if key not in LEGACY_KEYS]
+    ignored = [key for key, value in cfg.items() if key in LEGACY_KEYS and value is not None
+               and not any(_holds(node, value, key, other) for other, node in others)]
+    if ignored and launcher_rank(launcher) == 0:
+        for key in ignored:
+            print(f'{prog}: warning: config key {key!r} is an mmcv 1.x key that mmengine\'s '
+                  f'Runner does not read: it has no effect on this run. Use '
+                  f'{LEGACY_KEYS[key]} instead, and remove {key!r}', file=sys.stderr,
+                  flush=True)
+    return ignored
 
 
 # --------------------------------------------------------------------------- files
