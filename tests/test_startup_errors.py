@@ -326,43 +326,64 @@ def test_imagenet_configs_check_their_data(tools, tmp_path: Path,
         LocalImageNet(data_root='data/imagenet', split='val', data_prefix='../../flat')
 
 
-def test_mmcv1_keys_that_mmengine_ignores_are_warned_about(tools, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each top-level mmcv 1.x key with no effect gets one warning, before any start-up error;
-    a key whose value the config uses (a variable) gets none, nor does rank 1."""
-    config = tmp_path / 'legacy.py'
+def test_keys_that_mmengine_ignores_are_warned_about(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each top-level mmcv 1.x key or typo of a read key with no effect gets one warning,
+    before any start-up error; a key whose value the config uses (a variable) or that is None
+    gets none, nor does rank 1."""
+    config = tmp_path / 'ignored.py'
     config.write_text(f'_base_ = [{IMAGENET!r}]\n'
                       "lr_config = dict(policy='step', step=[30, 60])\n"
                       'evaluation = dict(interval=1, metric="accuracy")\n'
+                      "param_schedulr = [dict(type='CosineAnnealingLR', T_max=7)]\n"
                       'data = dict(samples_per_gpu=64)\n'
+                      'channel_last = True\n'
                       "runner = dict(type='EpochBasedTrainLoop', max_epochs=7)\n"
                       'train_cfg = runner\n'
                       'cudnn_benchmark = False\n'  # used: env_cfg.cudnn_benchmark
-                      'env_cfg = dict(cudnn_benchmark=cudnn_benchmark)\n'
-                      'resume_from = None\n')
+                      'env_cfgs = dict(cudnn_benchmark=cudnn_benchmark)\n'
+                      'env_cfg = env_cfgs\n'
+                      'resume_from = None\n'
+                      'default_hook = None\n')
     monkeypatch.chdir(tmp_path)  # the ImageNet data is missing: the run stops at start-up
     lines = run_main(tools[0], [str(config), '--work-dir', str(tmp_path / 'work')], capsys)
-    hint = {'lr_config': 'param_scheduler',
-            'evaluation': 'train_cfg.val_interval, val_evaluator and '
-                          'default_hooks.checkpoint.save_best',
-            'data': 'train_dataloader, val_dataloader and test_dataloader'}
-    assert lines[:3] == [f"tools/train.py: warning: config key '{key}' is an mmcv 1.x key that "
-                         "mmengine's Runner does not read: it has no effect on this run. Use "
-                         f"{use} instead, and remove '{key}'" for key, use in hint.items()]
-    assert lines[3].startswith('tools/train.py: error: LocalImageNet: data_root'), lines
-    assert not any('warning' in line for line in lines[4:]), lines
+    legacy = ("is an mmcv 1.x key that mmengine's Runner does not read: it has no effect on this "
+              'run. Use {} instead, and remove {!r}')
+    typo = ("is read by nothing (mmengine's Runner reads {0!r}): it has no effect on this run. "
+            'Is it a typo of {0!r}?')
+    expected = {
+        'lr_config': legacy.format('param_scheduler', 'lr_config'),
+        'evaluation': legacy.format('train_cfg.val_interval, val_evaluator and '
+                                    'default_hooks.checkpoint.save_best', 'evaluation'),
+        'param_schedulr': typo.format('param_scheduler'),
+        'data': legacy.format('train_dataloader, val_dataloader and test_dataloader', 'data'),
+        'channel_last': typo.format('channels_last'),
+    }
+    assert lines[:5] == [f"tools/train.py: warning: config key '{key}' {why}"
+                         for key, why in expected.items()], lines
+    assert lines[5].startswith('tools/train.py: error: LocalImageNet: data_root'), lines
+    assert not any('warning' in line for line in lines[6:]), lines
     cfg = Config.fromfile(str(config))
-    # 'runner' is used: merged into the base's train_cfg
+    # 'runner' and 'env_cfgs' are used: merged into the base's train_cfg and env_cfg
     assert cfg.train_cfg.max_epochs == 7 and cfg.train_cfg != cfg.runner
-    assert startup.warn_legacy_keys(cfg, 'x') == ['lr_config', 'evaluation', 'data']
+    assert cfg.env_cfg != cfg.env_cfgs
+    assert startup.warn_ignored_keys(cfg, 'x') == list(expected)
     capsys.readouterr()
     monkeypatch.setenv('RANK', '1')
-    assert startup.warn_legacy_keys(cfg, 'x', 'pytorch') == ['lr_config', 'evaluation', 'data']
+    assert startup.warn_ignored_keys(cfg, 'x', 'pytorch') == list(expected)
     assert capsys.readouterr().err == ''
     # none of the shipped configs has such a key
     for shipped in sorted(CONFIGS.glob('*.py')):
-        assert startup.warn_legacy_keys(Config.fromfile(str(shipped)), 'x') == [], shipped
+        assert startup.warn_ignored_keys(Config.fromfile(str(shipped)), 'x') == [], shipped
+
+
+def test_edit_distance() -> None:
+    distance = startup._edit_distance
+    assert [distance(a, b) for a, b in [('', ''), ('abc', ''), ('', 'ab'), ('kitten', 'sitting'),
+                                        ('param_schedulr', 'param_scheduler'),
+                                        ('conv_cfg', 'env_cfg'), ('test_pipeline', 'tta_pipeline'),
+                                        ('flaw', 'lawn')]] == [0, 3, 2, 3, 1, 2, 3, 2]
 
 
 @pytest.mark.parametrize('package, config, keys', [
@@ -377,11 +398,11 @@ def test_mmcv1_keys_that_mmengine_ignores_are_warned_about(tools, tmp_path: Path
     ('mmdet', 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', []),
     ('mmpretrain', 'resnet/resnet18_8xb32_in1k.py', []),
 ])
-def test_upstream_configs_with_mmcv1_keys(package: str, config: str, keys: List[str],
-                                          capsys: pytest.CaptureFixture) -> None:
+def test_upstream_configs_with_keys_mmengine_ignores(
+        package: str, config: str, keys: List[str], capsys: pytest.CaptureFixture) -> None:
     """Configs that mmdet 3.3 and mmpretrain 1.2 ship with keys mmengine ignores (a warning, not
-    an error: the run goes on), and two without."""
+    an error: the run goes on), and three without."""
     import importlib
     root = Path(importlib.import_module(package).__file__).parent / '.mim' / 'configs'
-    assert startup.warn_legacy_keys(Config.fromfile(str(root / config)), 'x') == keys
+    assert startup.warn_ignored_keys(Config.fromfile(str(root / config)), 'x') == keys
     assert capsys.readouterr().err.count('x: warning: config key') == len(keys)

@@ -8,9 +8,9 @@ atomically; ``--resume`` resumes from the newest checkpoint that loads and fits 
 stops with the reasons; one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken
 by rank 0); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds
 (default 300 on the CPU). Start-up mistakes (config file, --cfg-options key, work_dir,
-checkpoint, missing data) end in one message before the Runner is built, and mmcv 1.x config
-keys that mmengine ignores (``lr_config``, ``evaluation``, ``data``, ...) are warned about
-(:mod:`mmpoly.utils.startup`).
+checkpoint, missing data) end in one message before the Runner is built; top-level config keys
+that mmengine would ignore without a word (mmcv 1.x keys such as ``lr_config``, typos such as
+``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import os
@@ -27,7 +27,7 @@ from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_datasets, check_work_dir, launcher_rank, load_config,
-                                  startup_errors, warn_legacy_keys)
+                                  startup_errors, warn_ignored_keys)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -141,9 +141,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
 
 def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     """Refuse, before the Runner is built, a checkpoint that does not exist, an unusable
-    work_dir and missing data, and warn about mmcv 1.x keys that have no effect
+    work_dir and missing data, and warn about top-level config keys that have no effect
     (:mod:`mmpoly.utils.startup`)."""
-    warn_legacy_keys(cfg, 'tools/train.py', args.launcher)
+    warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     if args.resume not in (None, 'auto'):
         check_checkpoint(args.resume, '--resume', 'give an existing checkpoint, or --resume '
                          'without a path for the newest one of the work_dir')

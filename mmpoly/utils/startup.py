@@ -10,9 +10,10 @@ or other error with the real file and line), ``--cfg-options`` keys (:func:`chec
 the work_dir (:func:`check_work_dir`), checkpoint paths (:func:`check_checkpoint`) and the data
 of datasets that can check their files without reading them (:func:`check_datasets`).
 
-Warned about, not refused (:func:`warn_legacy_keys`): top-level keys of mmcv 1.x configs
-(``lr_config``, ``evaluation``, ``data``, ...) that mmengine's Runner does not read, so that a
-config carried over from mmcv 1.x does not run without them unnoticed.
+Warned about, not refused (:func:`warn_ignored_keys`): top-level keys that mmengine's Runner
+ignores without a word although they look meant to act: those of mmcv 1.x configs
+(``lr_config``, ``evaluation``, ``data``, ...) and typos of the keys it reads
+(``param_schedulr``).
 """
 import contextlib
 import difflib
@@ -32,7 +33,7 @@ from mmengine.config import Config
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
     'startup_errors', 'load_config', 'check_cfg_options', 'check_work_dir', 'check_checkpoint',
-    'check_datasets', 'LEGACY_KEYS', 'warn_legacy_keys'
+    'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -277,24 +278,59 @@ def _holds(node: Any, value: Any, name: str, key: Optional[str] = None) -> bool:
     return False
 
 
-def warn_legacy_keys(cfg: Config, prog: str, launcher: str = 'none') -> List[str]:
-    """Warn (on stderr, rank 0 only) about each key of :data:`LEGACY_KEYS` that ``cfg`` has at
-    its top level and that has no effect: mmengine's Runner ignores it without a word.
+#: Top-level keys that mmengine 0.10's Runner, mmpretrain's and mmdet's test-time augmentation
+#: and mmpoly's runners read; a key one or two letters off one of them is a typo.
+READ_KEYS = frozenset({
+    'model', 'work_dir', 'train_dataloader', 'val_dataloader', 'test_dataloader', 'train_cfg',
+    'val_cfg', 'test_cfg', 'auto_scale_lr', 'optim_wrapper', 'param_scheduler', 'val_evaluator',
+    'test_evaluator', 'default_hooks', 'custom_hooks', 'data_preprocessor', 'load_from',
+    'resume', 'launcher', 'env_cfg', 'log_processor', 'log_level', 'visualizer', 'default_scope',
+    'randomness', 'experiment_name', 'model_wrapper_cfg', 'find_unused_parameters', 'sync_bn',
+    'activation_checkpointing', 'efficient_conv_bn_eval', 'compile', 'runner_type', 'tta_model',
+    'tta_pipeline', 'custom_imports', 'channels_last', 'compile_model'
+})
 
-    A key set to ``None`` loses nothing and is not warned about, nor is a key whose value
-    another top-level key holds (a variable, e.g. ``runner = dict(...)`` then ``train_cfg =
-    runner``; see :func:`_holds`). Returns the keys warned about, in the config's order.
+
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance: the fewest insertions, deletions and substitutions from a to b."""
+    row = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, other in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1,
+                                           previous + (char != other))
+    return row[-1]
+
+
+def warn_ignored_keys(cfg: Config, prog: str, launcher: str = 'none') -> List[str]:
+    """Warn (on stderr, rank 0 only) about each top-level key of ``cfg`` that has no effect
+    although it looks as if it should: mmengine's Runner ignores it without a word.
+
+    Such a key is one of :data:`LEGACY_KEYS` (mmcv 1.x), or a typo: not one of
+    :data:`READ_KEYS` but at most two letters off one (``param_schedulr``, ``default_hook``).
+    Neither is warned about when its value is ``None`` (nothing is lost) or another top-level
+    key holds it (a variable, e.g. ``runner = dict(...)`` then ``train_cfg = runner``; see
+    :func:`_holds`). Returns the keys warned about, in the config's order.
     """
-    others = [(key, value) for key, value in cfg.items() if key not in LEGACY_KEYS]
-    ignored = [key for key, value in cfg.items() if key in LEGACY_KEYS and value is not None
-               and not any(_holds(node, value, key, other) for other, node in others)]
-    if ignored and launcher_rank(launcher) == 0:
-        for key in ignored:
-            print(f'{prog}: warning: config key {key!r} is an mmcv 1.x key that mmengine\'s '
-                  f'Runner does not read: it has no effect on this run. Use '
-                  f'{LEGACY_KEYS[key]} instead, and remove {key!r}', file=sys.stderr,
-                  flush=True)
-    return ignored
+    warned = []
+    for key, value in cfg.items():
+        if key in READ_KEYS or value is None:
+            continue
+        if key in LEGACY_KEYS:
+            why = (f"is an mmcv 1.x key that mmengine's Runner does not read: it has no effect "
+                   f'on this run. Use {LEGACY_KEYS[key]} instead, and remove {key!r}')
+        else:
+            close = sorted((_edit_distance(key, read), read) for read in READ_KEYS)[0]
+            if close[0] > 2:
+                continue
+            why = (f"is read by nothing (mmengine's Runner reads {close[1]!r}): it has no effect "
+                   f'on this run. Is it a typo of {close[1]!r}?')
+        if any(_holds(node, value, key, other) for other, node in cfg.items() if other != key):
+            continue
+        warned.append(key)
+        if launcher_rank(launcher) == 0:
+            print(f'{prog}: warning: config key {key!r} {why}', file=sys.stderr, flush=True)
+    return warned
 
 
 # --------------------------------------------------------------------------- files
