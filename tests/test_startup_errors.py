@@ -364,6 +364,10 @@ def test_keys_that_mmengine_ignores_are_warned_about(
                          for key, why in expected.items()], lines
     assert lines[5].startswith('tools/train.py: error: LocalImageNet: data_root'), lines
     assert not any('warning' in line for line in lines[6:]), lines
+    lines = run_main(tools[1], [str(config), str(tmp_path / 'x.pth')], capsys)
+    assert lines[:5] == [f"tools/test.py: warning: config key '{key}' {why}"
+                         for key, why in expected.items()], lines
+    assert lines[5].startswith("tools/test.py: error: CHECKPOINT '"), lines
     cfg = Config.fromfile(str(config))
     # 'runner' and 'env_cfgs' are used: merged into the base's train_cfg and env_cfg
     assert cfg.train_cfg.max_epochs == 7 and cfg.train_cfg != cfg.runner

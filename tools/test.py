@@ -8,7 +8,8 @@ The checkpoint must fit the model as built here (the TTA model's inner model wit
 missing, unexpected or mis-shaped weights stop the test with exit status 1 and a list of them
 (:class:`mmpoly.engine.StrictCheckpointHook`), unless ``--non-strict`` is given, which only
 warns. A corrupt, unsafe or mismatched checkpoint is reported in one message, not a traceback;
-so are start-up mistakes (:mod:`mmpoly.utils.startup`).
+so are start-up mistakes, and top-level config keys that mmengine would ignore without a word
+are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import os
@@ -27,7 +28,8 @@ from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpoint
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_work_dir, load_config, startup_errors)
+                                  check_datasets, check_work_dir, load_config, startup_errors,
+                                  warn_ignored_keys)
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -161,6 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     with startup_errors('tools/test.py', args.launcher):
         register_all_modules(init_default_scope=True)
         cfg = merge_args(load_config(args.config), args)
+        warn_ignored_keys(cfg, 'tools/test.py', args.launcher)
         check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the path of a checkpoint file '
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
         check_work_dir(cfg.work_dir)
