@@ -261,12 +261,12 @@ LEGACY_KEYS = {
 def _holds(node: Any, value: Any, name: str, key: Optional[str] = None) -> bool:
     """Whether ``node`` (found under ``key``), or a dict value or list item anywhere inside it,
     is ``value``, the value of the top-level key ``name``: a dict with all the items of a dict
-    ``value`` (a variable merged into a base dict), an equal number or string, or for ``True``,
-    ``False`` and ``None`` (too common to tell) the same value under a key called ``name``."""
+    ``value`` (a variable merged into a base dict), an equal number or string, or for ``True``
+    and ``False`` (too common to tell) the same value under a key called ``name``."""
     if isinstance(node, Mapping) and isinstance(value, Mapping):
         if all(item in node and node[item] == value[item] for item in value):
             return True
-    elif value is None or isinstance(value, bool):
+    elif isinstance(value, bool):
         if key == name and node is value:
             return True
     elif type(node) is type(value) and node == value:
@@ -320,11 +320,11 @@ def warn_ignored_keys(cfg: Config, prog: str, launcher: str = 'none') -> List[st
             why = (f"is an mmcv 1.x key that mmengine's Runner does not read: it has no effect "
                    f'on this run. Use {LEGACY_KEYS[key]} instead, and remove {key!r}')
         else:
-            close = sorted((_edit_distance(key, read), read) for read in READ_KEYS)[0]
-            if close[0] > 2:
+            distance, read = min((_edit_distance(key, read), read) for read in READ_KEYS)
+            if distance > 2:
                 continue
-            why = (f"is read by nothing (mmengine's Runner reads {close[1]!r}): it has no effect "
-                   f'on this run. Is it a typo of {close[1]!r}?')
+            why = (f"is read by nothing (mmengine's Runner reads {read!r}): it has no effect "
+                   f'on this run. Is it a typo of {read!r}?')
         if any(_holds(node, value, key, other) for other, node in cfg.items() if other != key):
             continue
         warned.append(key)
