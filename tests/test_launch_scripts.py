@@ -5,6 +5,7 @@ Precedence (tools/select_python.sh): PYTHON, else $MMPOLY_VENV/bin/python, else
 ``env -i PATH=/usr/bin:/bin``: no activated venv, and a PATH whose ``python`` (if any) lacks torch.
 """
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -132,3 +133,58 @@ def test_run_tests_gives_each_worker_its_share_of_the_cores() -> None:
     cores = len(os.sched_getaffinity(0))
     assert os.environ.get('OMP_NUM_THREADS') == str(torch.get_num_threads())
     assert torch.get_num_threads() <= max(1, cores // workers), (torch.get_num_threads(), cores)
+
+
+def _run_tests_checkout(tmp_path: Path) -> Path:
+    """tools/run_tests.sh in ``repo/tools/`` beside a fake set-up script and a fake venv Python,
+    both of which print that they ran."""
+    repo = tmp_path / 'repo'
+    (repo / 'tools').mkdir(parents=True)
+    shutil.copy(TOOLS / 'run_tests.sh', repo / 'tools' / 'run_tests.sh')
+    (repo / 'tools' / 'setup_env.sh').write_text('echo "setup ran"\n')
+    _fake_python(repo / '.venv' / 'bin' / 'python', 'venv python')
+    return repo
+
+
+def _free_gib(path: Path) -> float:
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize / 2**30
+
+
+@pytest.mark.parametrize('temp_variable', ['TMPDIR', 'PYTEST_DEBUG_TEMPROOT'])
+def test_run_tests_refuses_to_start_without_the_free_space_it_needs(
+        tmp_path: Path, temp_variable: str) -> None:
+    """Checked on pytest's temporary directory before the set-up; the message names the
+    directory, its free space and the setting."""
+    repo = _run_tests_checkout(tmp_path)
+    temp_root = tmp_path / 'temp'
+    temp_root.mkdir()
+    more = int(_free_gib(temp_root)) + 1
+    env = {'PATH': BARE_PATH, temp_variable: str(temp_root), 'MMPOLY_TEST_MIN_FREE_GIB': str(more)}
+    proc = subprocess.run(['bash', str(repo / 'tools' / 'run_tests.sh')], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc
+    assert 'setup ran' not in proc.stdout and 'venv python' not in proc.stdout
+    free_mib = int(_free_gib(temp_root) * 1024)
+    match = re.search(rf'{re.escape(str(temp_root))} \(pytest\'s temporary directory\) has '
+                      rf'(\d+) MiB free; the suite needs MMPOLY_TEST_MIN_FREE_GIB={more} GiB',
+                      proc.stderr)
+    assert match and abs(int(match.group(1)) - free_mib) < 1024, proc.stderr
+
+    env['MMPOLY_TEST_MIN_FREE_GIB'] = str(more - 1)  # what is free, rounded down: enough
+    proc = subprocess.run(['bash', str(repo / 'tools' / 'run_tests.sh'), '-x'], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc
+    assert proc.stdout.splitlines()[:3] == ['setup ran', 'ran venv python', '-m']
+    assert proc.stdout.splitlines()[-1] == '-x'
+
+
+@pytest.mark.parametrize('value', ['ten', '-1', '1.5', ' 8'])
+def test_run_tests_names_a_bad_min_free_setting(tmp_path: Path, value: str) -> None:
+    repo = _run_tests_checkout(tmp_path)
+    proc = subprocess.run(['bash', str(repo / 'tools' / 'run_tests.sh')],
+                          env={'PATH': BARE_PATH, 'MMPOLY_TEST_MIN_FREE_GIB': value},
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and 'setup ran' not in proc.stdout
+    assert proc.stderr.strip() == ('MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB '
+                                   f"(0 = no check), got '{value}'")

@@ -12,8 +12,27 @@
 # MKL_NUM_THREADS, unless already set): torch's default of one thread per core in each of two
 # workers put four busy threads on two cores, and the suite took 17 % longer on a file of
 # in-process model runs (tests/test_onnx.py, 2-core Xeon, 2026-11-28).
+#
+# The tests write their checkpoints, logs and data sets under pytest's temporary directory
+# ($PYTEST_DEBUG_TEMPROOT, else $TMPDIR, else /tmp; a passed test's files are removed when it
+# ends, see setup.cfg). Before anything else this script checks that its file system has
+# MMPOLY_TEST_MIN_FREE_GIB free (default below: the suite's measured peak and a margin; 0 skips
+# the check): a CI run once filled its disk after 25 minutes and failed 13 tests with
+# "No space left on device".
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-8}"
+case "$MIN_FREE_GIB" in
+    ''|*[!0-9]*) echo "MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB (0 = no check), got '$MIN_FREE_GIB'" >&2; exit 2 ;;
+esac
+TEMP_ROOT="${PYTEST_DEBUG_TEMPROOT:-${TMPDIR:-/tmp}}"
+if [ "$MIN_FREE_GIB" -gt 0 ]; then
+    FREE_KIB=$(df -Pk "$TEMP_ROOT" | awk 'NR == 2 {print $4}')
+    if [ "$FREE_KIB" -lt $(( MIN_FREE_GIB * 1024 * 1024 )) ]; then
+        echo "tools/run_tests.sh: $TEMP_ROOT (pytest's temporary directory) has $(( FREE_KIB / 1024 )) MiB free; the suite needs MMPOLY_TEST_MIN_FREE_GIB=$MIN_FREE_GIB GiB there (its measured peak, with a margin). Free space there, or point TMPDIR at a file system with room, or set MMPOLY_TEST_MIN_FREE_GIB=0 to run anyway." >&2
+        exit 2
+    fi
+fi
 bash "$REPO/tools/setup_env.sh"
 VENV="${MMPOLY_VENV:-$REPO/.venv}"
 WORKERS="${MMPOLY_TEST_WORKERS:-2}"
