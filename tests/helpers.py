@@ -1,6 +1,7 @@
 """Paths and small utilities shared by the tests (imported as ``from helpers import ...``)."""
 import errno
 import importlib.util
+import itertools
 import os
 import pickle
 from pathlib import Path
@@ -22,6 +23,17 @@ CONFIGS = REPO / 'configs'
 TOOLS = REPO / 'tools'
 #: Where Debian's fashion-mnist package puts the dataset (mmpoly's LocalFashionMNIST default).
 FASHION_MNIST = Path(LocalFashionMNIST.DEBIAN_ROOT)
+
+
+_EXPERIMENTS = itertools.count()
+
+
+def experiment_name(prefix: str) -> str:
+    """A Runner ``experiment_name`` used once in this process. mmengine keeps one logger and one
+    visualizer per name (plus a timestamp of whole seconds): a second Runner of the same name
+    within a second wrote its scalars into the first one's work_dir, which pytest removes once
+    that test has passed."""
+    return f'{prefix}_{next(_EXPERIMENTS)}'
 
 
 def disk_full_at_fsync(monkeypatch: pytest.MonkeyPatch, min_bytes: int = 1) -> None:

@@ -8,6 +8,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_name
 from mmengine.config import Config
 from mmengine.evaluator import BaseMetric
 from mmengine.logging import HistoryBuffer
@@ -76,7 +77,7 @@ def toy_runner(work_dir: Path, max_epochs: int = 1, **cfg) -> Runner:
         val_cfg=dict(),
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1)),
         randomness=dict(seed=0),
-        experiment_name=f'toy_{work_dir.name}_{max_epochs}',
+        experiment_name=experiment_name('toy'),
         **cfg)
 
 

@@ -18,7 +18,7 @@ from typing import List
 
 import pytest
 import torch
-from helpers import TOOLS
+from helpers import TOOLS, experiment_name
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import HOOKS
@@ -94,7 +94,7 @@ def _runner(work_dir: Path, max_epochs: int = 1, **hook: object) -> Runner:
         train_cfg=dict(by_epoch=True, max_epochs=max_epochs),
         default_hooks=dict(checkpoint=dict(type='mmengine.AtomicCheckpointHook', interval=1,
                                            **hook)),
-        randomness=dict(seed=0), experiment_name=f'disk_{work_dir.name}_{len(hook)}')
+        randomness=dict(seed=0), experiment_name=experiment_name('disk'))
 
 
 Usage = namedtuple('Usage', 'total used free')

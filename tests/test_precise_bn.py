@@ -8,6 +8,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 import torch
+from helpers import experiment_name
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
 from torch import nn
@@ -117,7 +118,7 @@ def _runner(work_dir: Path, hooks: List[dict], by_epoch: bool, **train_cfg) -> R
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1 if by_epoch else 6,
                                            by_epoch=by_epoch)),
         custom_hooks=hooks, randomness=dict(seed=0), default_scope='mmpretrain',
-        experiment_name=f'precise_bn_{work_dir.name}')
+        experiment_name=experiment_name('precise_bn'))
 
 
 def register_metric() -> None:

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 
 import pytest
 import torch
-from helpers import TOOLS, disk_full_at_fsync
+from helpers import TOOLS, disk_full_at_fsync, experiment_name
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler
 from mmengine.fileio import get_file_backend
@@ -148,11 +148,7 @@ def test_checkpoint_hooks_of_every_scope_are_swapped() -> None:
         assert registry.get(cfg.default_hooks.checkpoint.type) is AtomicCheckpointHook
 
 
-_RUNNERS_BUILT = []
-
-
 def _toy_runner(work_dir: Path, max_epochs: int, **hook: object) -> Runner:
-    _RUNNERS_BUILT.append(work_dir)
     return Runner(
         model=ToyModel(), work_dir=str(work_dir),
         train_dataloader=dict(dataset=ToyDataset(), batch_size=4,
@@ -161,7 +157,7 @@ def _toy_runner(work_dir: Path, max_epochs: int, **hook: object) -> Runner:
         train_cfg=dict(by_epoch=True, max_epochs=max_epochs),
         default_hooks=dict(checkpoint=dict(type='mmengine.AtomicCheckpointHook', **hook)),
         randomness=dict(seed=0),
-        experiment_name=f'reliability_{work_dir.name}_{len(_RUNNERS_BUILT)}')
+        experiment_name=experiment_name('reliability'))
 
 
 def test_hook_names_a_complete_file_and_prunes_only_after_saving(

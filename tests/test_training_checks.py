@@ -8,7 +8,7 @@ from typing import Dict, List
 
 import pytest
 import torch
-from helpers import REPO
+from helpers import REPO, experiment_name
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
@@ -21,8 +21,6 @@ from torch.utils.data import Dataset
 
 from mmpoly.engine import ModelCheckHook, NonFiniteCheckHook, NonFiniteError
 from mmpoly.engine.non_finite import all_finite
-
-
 
 # --------------------------------------------------------------------------- options
 
@@ -98,7 +96,7 @@ def _runner(work_dir: Path, model: nn.Module, hooks: list) -> Runner:
         train_cfg=dict(by_epoch=False, max_iters=6),
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1, by_epoch=False)),
         custom_hooks=hooks, randomness=dict(seed=0), default_scope='mmpretrain',
-        experiment_name=f'checks_{work_dir.name}')
+        experiment_name=experiment_name('checks'))
 
 
 def test_non_finite_hook_stops_before_the_update_and_the_checkpoint(tmp_path: Path) -> None:
@@ -309,7 +307,7 @@ def _val_runner(work_dir: Path, model: nn.Module, hooks: list) -> Runner:
         default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=1,
                                            save_best='mse', rule='less')),
         custom_hooks=hooks, randomness=dict(seed=0), default_scope='mmpretrain',
-        experiment_name=f'val_checks_{work_dir.name}')
+        experiment_name=experiment_name('val_checks'))
 
 
 def test_finite_validation_passes_and_saves_the_best(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@
 # "No space left on device".
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-8}"
+MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-5}"
 case "$MIN_FREE_GIB" in
     ''|*[!0-9]*) echo "MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB (0 = no check), got '$MIN_FREE_GIB'" >&2; exit 2 ;;
 esac
