@@ -15,16 +15,17 @@
 #
 # The tests write their checkpoints, logs and data sets under pytest's temporary directory
 # ($PYTEST_DEBUG_TEMPROOT, else $TMPDIR, else /tmp; a passed test's files are removed when it
-# ends, see setup.cfg). Before anything else this script checks that its file system has
-# MMPOLY_TEST_MIN_FREE_GIB free (default below: the suite's measured peak and a margin; 0 skips
-# the check): a CI run once filled its disk after 25 minutes and failed 13 tests with
-# "No space left on device".
+# ends, see setup.cfg). After the set-up (whose .venv may share that file system) and before
+# pytest starts, this script checks that its file system has MMPOLY_TEST_MIN_FREE_GIB free
+# (default below: the suite's measured peak and a margin; 0 skips the check): a CI run once
+# filled its disk after 25 minutes and failed 13 tests with "No space left on device".
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-5}"
 case "$MIN_FREE_GIB" in
     ''|*[!0-9]*) echo "MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB (0 = no check), got '$MIN_FREE_GIB'" >&2; exit 2 ;;
 esac
+bash "$REPO/tools/setup_env.sh"
 TEMP_ROOT="${PYTEST_DEBUG_TEMPROOT:-${TMPDIR:-/tmp}}"
 if [ "$MIN_FREE_GIB" -gt 0 ]; then
     FREE_KIB=$(df -Pk "$TEMP_ROOT" | awk 'NR == 2 {print $4}')
@@ -33,7 +34,6 @@ if [ "$MIN_FREE_GIB" -gt 0 ]; then
         exit 2
     fi
 fi
-bash "$REPO/tools/setup_env.sh"
 VENV="${MMPOLY_VENV:-$REPO/.venv}"
 WORKERS="${MMPOLY_TEST_WORKERS:-2}"
 case "$WORKERS" in
