@@ -146,11 +146,6 @@ def _run_tests_checkout(tmp_path: Path) -> Path:
     return repo
 
 
-def _free_gib(path: Path) -> float:
-    stat = os.statvfs(path)
-    return stat.f_bavail * stat.f_frsize / 2**30
-
-
 @pytest.mark.parametrize('temp_variable', ['TMPDIR', 'PYTEST_DEBUG_TEMPROOT'])
 def test_run_tests_refuses_to_start_without_the_free_space_it_needs(
         tmp_path: Path, temp_variable: str) -> None:
@@ -159,13 +154,13 @@ def test_run_tests_refuses_to_start_without_the_free_space_it_needs(
     repo = _run_tests_checkout(tmp_path)
     temp_root = tmp_path / 'temp'
     temp_root.mkdir()
-    more = int(_free_gib(temp_root)) + 1
+    more = int(shutil.disk_usage(temp_root).free / 2**30) + 1
     env = {'PATH': BARE_PATH, temp_variable: str(temp_root), 'MMPOLY_TEST_MIN_FREE_GIB': str(more)}
     proc = subprocess.run(['bash', str(repo / 'tools' / 'run_tests.sh')], env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc
     assert proc.stdout == 'setup ran\n'  # and pytest did not start
-    free_mib = int(_free_gib(temp_root) * 1024)
+    free_mib = shutil.disk_usage(temp_root).free // 2**20
     match = re.search(rf'{re.escape(str(temp_root))} \(pytest\'s temporary directory\) has '
                       rf'(\d+) MiB free; the suite needs MMPOLY_TEST_MIN_FREE_GIB={more} GiB',
                       proc.stderr)
@@ -180,11 +175,14 @@ def test_run_tests_refuses_to_start_without_the_free_space_it_needs(
 
 
 @pytest.mark.parametrize('value', ['ten', '-1', '1.5', ' 8'])
-def test_run_tests_names_a_bad_min_free_setting(tmp_path: Path, value: str) -> None:
+@pytest.mark.parametrize('variable, allowed', [
+    ('MMPOLY_TEST_MIN_FREE_GIB', 'a whole number of GiB (0 = no check)'),
+    ('MMPOLY_TEST_WORKERS', 'a whole number (0 = no worker processes)')])
+def test_run_tests_names_a_bad_setting_before_the_set_up(
+        tmp_path: Path, value: str, variable: str, allowed: str) -> None:
     repo = _run_tests_checkout(tmp_path)
     proc = subprocess.run(['bash', str(repo / 'tools' / 'run_tests.sh')],
-                          env={'PATH': BARE_PATH, 'MMPOLY_TEST_MIN_FREE_GIB': value},
+                          env={'PATH': BARE_PATH, variable: value},
                           capture_output=True, text=True)
-    assert proc.returncode == 2 and 'setup ran' not in proc.stdout
-    assert proc.stderr.strip() == ('MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB '
-                                   f"(0 = no check), got '{value}'")
+    assert proc.returncode == 2 and proc.stdout == ''  # neither the set-up nor pytest ran
+    assert proc.stderr.strip() == f"{variable} must be {allowed}, got '{value}'"

@@ -25,6 +25,10 @@ MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-5}"
 case "$MIN_FREE_GIB" in
     ''|*[!0-9]*) echo "MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB (0 = no check), got '$MIN_FREE_GIB'" >&2; exit 2 ;;
 esac
+WORKERS="${MMPOLY_TEST_WORKERS:-2}"
+case "$WORKERS" in
+    ''|*[!0-9]*) echo "MMPOLY_TEST_WORKERS must be a whole number (0 = no worker processes), got '$WORKERS'" >&2; exit 2 ;;
+esac
 bash "$REPO/tools/setup_env.sh"
 TEMP_ROOT="${PYTEST_DEBUG_TEMPROOT:-${TMPDIR:-/tmp}}"
 if [ "$MIN_FREE_GIB" -gt 0 ]; then
@@ -35,10 +39,6 @@ if [ "$MIN_FREE_GIB" -gt 0 ]; then
     fi
 fi
 VENV="${MMPOLY_VENV:-$REPO/.venv}"
-WORKERS="${MMPOLY_TEST_WORKERS:-2}"
-case "$WORKERS" in
-    ''|*[!0-9]*) echo "MMPOLY_TEST_WORKERS must be a whole number (0 = no worker processes), got '$WORKERS'" >&2; exit 2 ;;
-esac
 XDIST=()
 if [ "$WORKERS" -gt 0 ]; then
     XDIST=(-n "$WORKERS" --dist loadfile)
