@@ -1,4 +1,4 @@
-# Fashion-MNIST model zoo: PDC-ResNet8 (degree 2, the main job's model), trained on 50 training
+# Fashion-MNIST model zoo: PDC-ResNet8 (degree 2, 32-64-128 channels), trained on 50 training
 # images per class (limited data, as Figure 4 of arXiv:2104.07916) with the zoo's schedule (the same
 # for every config).
 _base_ = [

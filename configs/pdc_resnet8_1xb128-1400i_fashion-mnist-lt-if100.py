@@ -1,4 +1,4 @@
-# Fashion-MNIST model zoo: PDC-ResNet8 (degree 2, the main job's model), trained on the long-tailed
+# Fashion-MNIST model zoo: PDC-ResNet8 (degree 2, 32-64-128 channels), trained on the long-tailed
 # training set, imbalance factor 100 (as T-LT, Table 8 of arXiv:2104.07916) with the zoo's schedule
 # (the same for every config).
 _base_ = [

@@ -63,6 +63,29 @@ def test_cifar_and_imagenet_stems_and_out_indices():
     assert not hasattr(cifar, 'maxpool') and isinstance(inet.maxpool, torch.nn.MaxPool2d)
 
 
+def test_stride_two_cifar_stem_halves_the_maps_before_the_first_stage():
+    """``stem_stride=2`` changes only the stem convolution's stride: the same parameters, the
+    stem's output is the stride-1 stem's output at the even positions, every map is halved."""
+    kwargs = dict(depth=None, stage_blocks=[1, 1, 1], stage_channels=[16, 32, 64], in_channels=1,
+                  strides=[1, 2, 2], hidden_channels=[8, 16, 32], out_indices=(0, 1, 2))
+    dense = PDCResNetCIFAR(**kwargs).eval()
+    strided = PDCResNetCIFAR(stem_stride=2, **kwargs).eval()
+    strided.load_state_dict(dense.state_dict(), strict=True)
+    assert dense.conv1.stride == (1, 1) and strided.conv1.stride == (2, 2)
+    x = torch.randn(2, 1, 28, 28)
+    with torch.no_grad():
+        torch.testing.assert_close(strided.stem(x), dense.stem(x)[:, :, ::2, ::2])
+        assert [o.shape for o in dense(x)] == [(2, 16, 28, 28), (2, 32, 14, 14), (2, 64, 7, 7)]
+        assert [o.shape for o in strided(x)] == [(2, 16, 14, 14), (2, 32, 7, 7), (2, 64, 4, 4)]
+
+
+@pytest.mark.parametrize('stem_stride', [0, 3, 2.0, True])
+def test_stem_stride_must_be_one_or_two(stem_stride):
+    with pytest.raises(ValueError, match=f'stem_stride must be one of \\[1, 2\\], got '
+                                         f'{stem_stride!r}'):
+        PDCResNetCIFAR(stem_stride=stem_stride)
+
+
 def test_explicit_stages_in_channels_and_extra_stride_one_stage():
     net = PDCResNetCIFAR(depth=None, stage_blocks=[1, 1, 1, 1, 1],
                          stage_channels=[8, 16, 32, 64, 64], in_channels=1,

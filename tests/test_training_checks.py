@@ -226,7 +226,8 @@ def test_mmpoly_configs_switch_the_checks_on() -> None:
     classifier = {'NonFiniteCheckHook', 'NonFiniteValidationHook', 'LrScaleCheckHook',
                   'RecomputeBNHook'}
     detector = {'NonFiniteCheckHook', 'NonFiniteValidationHook', 'LrScaleCheckHook'}
-    for config, wanted in (('pdc_resnet8_1xb128_fashion-mnist.py', classifier),
+    for config, wanted in (('pdc_resnet8-w16_1xb256-4e_fashion-mnist.py', classifier),
+                           ('pdc_resnet8_1xb128_fashion-mnist.py', classifier),
                            ('nl_resnet18_1xb128_cifar100.py', classifier),
                            ('pdc_resnet18_8xb32_in1k.py', classifier),
                            ('mask-rcnn_pdc-resnet18_fpn_1x_coco.py', detector)):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: set everything up (if not done yet), train a degree-2 PDC-ResNet on the embedded
-# Fashion-MNIST data (3 epochs), evaluate the final checkpoint on the full 10k test set with
+# Fashion-MNIST data (4 epochs), evaluate the final checkpoint on the full 10k test set with
 # tools/test.py, draw the training curves (loss, learning rate, validation accuracy) to
 # $WORK_DIR/curves.png with tools/analysis_tools/plot_curves.py, and print the accuracy, the
 # parameter count and the curve's path.
@@ -11,7 +11,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/tools/setup_env.sh"
 PY="${MMPOLY_VENV:-$REPO/.venv}/bin/python"
-CONFIG=configs/pdc_resnet8_1xb128_fashion-mnist.py
+CONFIG=configs/pdc_resnet8-w16_1xb256-4e_fashion-mnist.py
 WORK_DIR="${WORK_DIR:-work_dirs/main_job}"
 cd "$REPO"
 

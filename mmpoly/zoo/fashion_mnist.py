@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 REPO = Path(__file__).resolve().parents[2]
 #: The batch and schedule field of the zoo's config names: ``<model>_<FIELD>_<data>``.
 FIELD = '1xb128-1400i'
-#: The models (config name up to the batch field): the taxonomy on the main job's trunk.
+#: The models (config name up to the batch field): the taxonomy on one trunk (32-64-128).
 MODELS: tuple = ('resnet8', 'se_resnet8', 'pinet_resnet8', 'pinet3_resnet8', 'pdc_resnet8',
                  'pdc3_resnet8', 'pdc-comp_resnet8', 'nl_resnet8', 'pdc-nl3_resnet8',
                  'pdc-nl4_resnet8', 'noact_resnet8', 'pinet-noact_resnet8', 'pdc-noact_resnet8')

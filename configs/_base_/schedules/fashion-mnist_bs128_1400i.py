@@ -1,7 +1,8 @@
 # The Fashion-MNIST model zoo's schedule, the same for every model and every data regime: 1,400
-# iterations of batch 128 (2.99 epochs of the 60,000 training images, about the main job's 3), a
+# iterations of batch 128 (2.99 epochs of the 60,000 training images, about the 3 of
+# pdc_resnet8_1xb128_fashion-mnist.py), a
 # fixed number of iterations so that the 500-image and long-tailed training sets get as many
-# updates. SGD (Nesterov) as the main job, a 100-iteration linear warm-up and per-iteration
+# updates. SGD (Nesterov) as that config, a 100-iteration linear warm-up and per-iteration
 # cosine decay to 0. The runtime is the shared one with one final checkpoint (no best-checkpoint
 # tracking); tools/model_zoo/run_suite.py trains without validation and evaluates that
 # checkpoint on the full 10k test set with tools/test.py.

@@ -314,10 +314,22 @@ class PolyResNetBase(BaseBackbone):
 
 @MODELS.register_module()
 class PolyResNetCIFAR(PolyResNetBase):
-    """CIFAR-style polynomial ResNet: 3×3 stride-1 stem, no max-pool (32×32 inputs)."""
+    """CIFAR-style polynomial ResNet: 3×3 stem, no max-pool (32×32 inputs).
+
+    Args:
+        stem_stride: stride of the 3×3 stem convolution: 1 (default, the CIFAR stem) or 2,
+            which halves the maps before the first stage (28×28 → 14×14 for Fashion-MNIST).
+        *args, **kwargs: :class:`PolyResNetBase`.
+    """
+
+    def __init__(self, *args, stem_stride: int = 1, **kwargs) -> None:
+        check_choice('stem_stride', stem_stride, (1, 2))
+        self.stem_stride = stem_stride  # read by _make_stem, which the base __init__ calls
+        super().__init__(*args, **kwargs)
 
     def _make_stem(self, in_channels, stem_channels, conv_cfg, norm_cfg, act_cfg) -> None:
-        self._stem_layers(in_channels, stem_channels, 3, 1, conv_cfg, norm_cfg, act_cfg)
+        self._stem_layers(in_channels, stem_channels, 3, self.stem_stride, conv_cfg, norm_cfg,
+                          act_cfg)
 
 
 @MODELS.register_module()

@@ -1,0 +1,12 @@
+# The main job's schedule: 4 epochs of batch 256 (940 iterations), SGD (Nesterov) at lr 0.2 (the
+# 3-epoch schedule's 0.1 scaled with the batch), a 100-iteration linear warm-up and per-iteration
+# cosine decay.
+_base_ = ['./fashion-mnist_bs128_3e.py']
+optim_wrapper = dict(optimizer=dict(lr=0.2))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=100),
+    dict(type='CosineAnnealingLR', T_max=4, by_epoch=True, begin=0, end=4,
+         convert_to_iter_based=True),
+]
+train_cfg = dict(max_epochs=4, val_interval=4)
+auto_scale_lr = dict(base_batch_size=256)
