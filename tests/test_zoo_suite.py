@@ -80,7 +80,7 @@ def test_one_schedule_for_every_config():
 def test_models_of_the_suite():
     resnet = _params(zoo_config('resnet8'))
     assert resnet == 309_162
-    assert _params(zoo_config('pdc_resnet8')) == 600_365  # pdc_resnet8_1xb128_fashion-mnist.py's model
+    assert _params(zoo_config('pdc_resnet8')) == 600_365  # as pdc_resnet8_1xb128_fashion-mnist
     comp = _params(zoo_config('pdc-comp_resnet8'))
     assert comp < 0.4 * resnet  # "well under half"
     for name in FULL:

@@ -12,10 +12,10 @@ are those of the NCHW model up to float rounding; the state dict has the same ke
 values, and loads into either layout.
 
 Why: oneDNN's CPU convolutions and their backward pass are faster on channels-last maps on CPUs
-with AVX-512 (pdc_resnet8_1xb128_fashion-mnist.py's training step, 2 threads: 0.20–0.24 s NCHW, 0.15–0.19 s
-channels-last on an Intel Xeon with AVX512-BF16 / AMX; 0.24–0.28 s against 0.22–0.26 s on an
-AVX2 EPYC), and cuDNN's half-precision convolutions take NHWC maps without layout copies (not
-measured here yet: the GPU report's ``-cl`` runs).
+with AVX-512 (pdc_resnet8_1xb128_fashion-mnist.py's training step, 2 threads: 0.20–0.24 s NCHW,
+0.15–0.19 s channels-last on an Intel Xeon with AVX512-BF16 / AMX; 0.24–0.28 s against
+0.22–0.26 s on an AVX2 EPYC), and cuDNN's half-precision convolutions take NHWC maps without
+layout copies (not measured here yet: the GPU report's ``-cl`` runs).
 
 Detectors are refused: mmcv 2.1's RoIAlign (CPU and CUDA) indexes its input as NCHW memory and
 returns wrong RoI features from channels-last maps, without an error.
