@@ -21,14 +21,16 @@
 # filled its disk after 25 minutes and failed 13 tests with "No space left on device".
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# require_whole_number NAME VALUE WHAT: exit 2 naming NAME, VALUE and WHAT unless VALUE is digits.
+require_whole_number() {
+    case "$2" in
+        ''|*[!0-9]*) echo "$1 must be $3, got '$2'" >&2; exit 2 ;;
+    esac
+}
 MIN_FREE_GIB="${MMPOLY_TEST_MIN_FREE_GIB:-5}"
-case "$MIN_FREE_GIB" in
-    ''|*[!0-9]*) echo "MMPOLY_TEST_MIN_FREE_GIB must be a whole number of GiB (0 = no check), got '$MIN_FREE_GIB'" >&2; exit 2 ;;
-esac
+require_whole_number MMPOLY_TEST_MIN_FREE_GIB "$MIN_FREE_GIB" 'a whole number of GiB (0 = no check)'
 WORKERS="${MMPOLY_TEST_WORKERS:-2}"
-case "$WORKERS" in
-    ''|*[!0-9]*) echo "MMPOLY_TEST_WORKERS must be a whole number (0 = no worker processes), got '$WORKERS'" >&2; exit 2 ;;
-esac
+require_whole_number MMPOLY_TEST_WORKERS "$WORKERS" 'a whole number (0 = no worker processes)'
 bash "$REPO/tools/setup_env.sh"
 TEMP_ROOT="${PYTEST_DEBUG_TEMPROOT:-${TMPDIR:-/tmp}}"
 if [ "$MIN_FREE_GIB" -gt 0 ]; then
