@@ -85,6 +85,29 @@ def test_fused_term_equals_its_layers(case, mode, layout):
             torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f'state {name}')
 
 
+@pytest.mark.parametrize('size', [(5, 4), (31, 33), (32, 32)])
+def test_fused_term_on_channels_last_maps_of_every_instance_norm_kernel(size):
+    """The projection's instance norm runs on an NCHW copy of a channels-last map under 1,024
+    pixels and on the channels-last kernel from there on (factor.group_norm_in_nchw), in the
+    fused term's forward and backward passes as in the layers: the same values and gradients."""
+    from mmpoly.models.polynomial.factor import group_norm_in_nchw
+    term = _term(2).to(memory_format=torch.channels_last)
+    reference = copy.deepcopy(term)
+    z = torch.randn(2, 6, *size, dtype=torch.float64).contiguous(
+        memory_format=torch.channels_last).requires_grad_()
+    assert group_norm_in_nchw(z) == (size[0] * size[1] < 1024)
+    out, expected = term(z), _layers(reference, z)
+    assert type(out.grad_fn).__name__ == 'NormActScaleBackward'
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, [z, *term.parameters()], grad)
+    want = torch.autograd.grad(expected, [z, *reference.parameters()], grad)
+    assert got[0].is_contiguous(memory_format=torch.channels_last)
+    for name, g, w in zip(['z'] + [n for n, _ in term.named_parameters()], got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12, msg=f'gradient of {name}')
+
+
 def _saved_bytes(fn) -> int:
     """Bytes of the distinct storages autograd saves while running ``fn`` (not parameters)."""
     storages: Dict[int, int] = {}

@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .factor import Factor, InstanceNorm2d
+from .factor import Factor, InstanceNorm2d, group_norm_in_nchw
 
 aten = torch.ops.aten
 
@@ -56,6 +56,7 @@ def torch_tested(version: str) -> bool:
                   'their layers (the same results, more activation memory).', logger='current',
                   level=logging.WARNING)
     return tested
+
 
 _BATCH, _INSTANCE, _NONE = 'batch', 'instance', 'none'
 
@@ -94,8 +95,12 @@ class NormAct:
             y, stats = self._batch_norm(x, weight, bias)
         else:
             batch, channels, height, width = x.shape
-            y, mean, rstd = aten.native_group_norm(x, weight, bias, batch, channels,
-                                                   height * width, channels, self.norm.eps)
+            in_nchw = group_norm_in_nchw(x)  # as InstanceNorm2d.forward computes it
+            y, mean, rstd = aten.native_group_norm(x.contiguous() if in_nchw else x, weight,
+                                                   bias, batch, channels, height * width,
+                                                   channels, self.norm.eps)
+            if in_nchw:
+                y = y.contiguous(memory_format=torch.channels_last)
             stats = (mean, rstd)  # (B, C) each: one group per channel
         return self._activate(y, fresh=y is not x), stats
 
@@ -164,6 +169,13 @@ class NormAct:
                                                    False, self.norm.eps, mask)
         batch, channels, height, width = x.shape
         mean, rstd = stats
+        if group_norm_in_nchw(x):  # as the forward pass: the NCHW kernel, channels-last out
+            gx, gw, gb = aten.native_group_norm_backward(
+                grad.contiguous(), x.contiguous(), mean, rstd, weight, batch, channels,
+                height * width, channels, mask)
+            if gx is not None:
+                gx = gx.contiguous(memory_format=torch.channels_last)
+            return gx, gw, gb
         return aten.native_group_norm_backward(grad, x, mean, rstd, weight, batch, channels,
                                                height * width, channels, mask)
 

@@ -60,29 +60,45 @@ class InstanceNorm2d(nn.InstanceNorm2d):
     (measured 5.8 ms against 0.6 ms on a 64×64×32×32 input, 2 threads). With running
     statistics (``track_running_stats=True``) it is ``nn.InstanceNorm2d`` unchanged.
 
-    A channels-last bfloat16/float16 map on CPU is normalised in NCHW order and returned
-    channels-last: PyTorch's channels-last CPU ``group_norm`` with one channel per group is 4–10×
-    slower there than the two layout copies (forward + backward of a bfloat16 64×64×32×32 map:
-    40.3 ms against 10.5 ms, 2 threads; in float32 it is not, 9.4 against 14.0 ms, so float32
-    stays channels-last).
-
-    :class:`Factor` uses it for the 'IN' norms of the polynomial terms' projections.
-    Shapes: (B, C, H, W) -> (B, C, H, W).
+    A channels-last CPU map is normalised in NCHW order and returned channels-last when
+    :func:`group_norm_in_nchw` says so. :class:`Factor` uses this class for the 'IN' norms of
+    the polynomial terms' projections. Shapes: (B, C, H, W) -> (B, C, H, W).
     """
 
     def forward(self, input: Tensor) -> Tensor:
         if self.track_running_stats or input.dim() != 4 or input.size(1) != self.num_features:
             return super().forward(input)
-        if _reduced_channels_last_on_cpu(input):
+        if group_norm_in_nchw(input):
             out = F.group_norm(input.contiguous(), self.num_features, self.weight, self.bias,
                                self.eps)
             return out.contiguous(memory_format=torch.channels_last)
         return F.group_norm(input, self.num_features, self.weight, self.bias, self.eps)
 
 
-def _reduced_channels_last_on_cpu(x: Tensor) -> bool:
-    return x.device.type == 'cpu' and x.dtype in (torch.bfloat16, torch.float16) and \
-        x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+#: Below this many pixels per map, PyTorch's channels-last CPU group norm with one channel per
+#: group is many times slower than its NCHW kernel and two layout copies; from it on, faster.
+NCHW_GROUP_NORM_BELOW = 1024
+
+
+def group_norm_in_nchw(x: Tensor) -> bool:
+    """Whether the instance norm (a group norm of one channel per group) of the (B, C, H, W)
+    map ``x`` runs on an NCHW copy of it: a CPU map stored channels-last that is bfloat16 /
+    float16, or smaller than :data:`NCHW_GROUP_NORM_BELOW` pixels.
+
+    Forward pass, float32, 2 threads, 2-core AMD EPYC (AVX2), channels-last kernel against
+    copy + NCHW kernel + copy back: 256×16×14×14 6.7 against 1.0 ms; 256×32×7×7 3.5 against
+    0.7 ms; 8×64×30×30 4.2 against 0.6 ms; 8×64×32×32 (1,024 pixels) 0.2 against 1.4 ms;
+    1×64×112×112 0.3 against 2.0 ms. In bfloat16 the channels-last kernel is 4–10× slower
+    than the copies at every size measured (forward + backward of a 64×64×32×32 map: 40.3
+    against 10.5 ms, 2 threads). The backward pass of the fused polynomial terms
+    (:mod:`.chain`) follows the same rule: float32, 256×16×14×14 4.4 against 2.5 ms (medians
+    of 15), 256×32×7×7 2.0 against 0.9 ms; 64×64×32×32 28.8 against 39.6 ms.
+    """
+    if not (x.device.type == 'cpu' and x.is_contiguous(memory_format=torch.channels_last)
+            and not x.is_contiguous()):
+        return False
+    return x.dtype in (torch.bfloat16, torch.float16) or \
+        x.shape[2] * x.shape[3] < NCHW_GROUP_NORM_BELOW
 
 
 def _takes_inplace(act_type: Union[str, type]) -> bool:
