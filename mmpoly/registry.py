@@ -3,7 +3,8 @@
 Every mmpoly module registers in mmpretrain's registries (``MODELS``, ``DATASETS``, ...), where
 mmpretrain configs find it. :func:`register_in_mmdet` registers mmpoly's models in mmdet's
 ``MODELS`` as well, under the same names, so an mmdet config (``default_scope='mmdet'``) writes
-``type='PDCResNet'`` as an mmpretrain config does (``type='mmpretrain.PDCResNet'`` works too); mmpoly's hooks likewise go to mmdet's ``HOOKS``.
+``type='PDCResNet'`` as an mmpretrain config does (``type='mmpretrain.PDCResNet'`` works too);
+mmpoly's hooks likewise go to mmdet's ``HOOKS``.
 mmpoly's detection datasets register in mmdet's ``DATASETS`` only (``DET_DATASETS``).
 """
 from mmdet.registry import DATASETS as DET_DATASETS

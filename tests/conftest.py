@@ -2,6 +2,7 @@
 modules), whatever scope an earlier test's Runner left as mmengine's current default scope."""
 import pytest
 from mmengine.registry import DefaultScope
+from test_tools import tiny_setup  # noqa: F401  (a fixture, for the test modules that use it)
 
 import mmpoly.utils
 

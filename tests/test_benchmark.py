@@ -150,7 +150,7 @@ def test_presets_fill_options_and_the_command_line_wins(tool):
     args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
     assert args.batch_size == 64 and args.threads == 2 and not args.compile
     assert (args.min_train_ratio, args.min_infer_ratio, args.max_memory_ratio) == (0.68, 0.72,
-                                                                                    1.85)
+                                                                                   1.85)
     args = tool.parse_args(['--preset', 'cifar-pdc-comp-compiled'])
     assert args.compile and args.min_train_ratio == 0.85 and args.warmup == 3
     assert os.path.basename(args.baseline) == 'resnet18_1xb128_cifar10.py'

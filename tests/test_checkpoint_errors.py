@@ -26,7 +26,7 @@ from mmengine.model import BaseModel
 from mmengine.registry import init_default_scope
 from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 from test_engine import Arbitrary, ToyDataset, ToyMetric, rewrite_pickle, toy_runner
-from test_tools import TIMEOUT_S, run_tool, tiny_setup  # noqa: F401 (tiny_setup: a fixture)
+from test_tools import TIMEOUT_S, run_tool
 from torch import nn
 
 import mmpoly.engine  # noqa: F401  (installs the safe loader)
@@ -35,7 +35,6 @@ from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpoint
                                       StrictCheckpointHook, UnsafeCheckpointError,
                                       compare_state_dict)
 from mmpoly.fileio import checkpoint as safe_loading
-
 
 
 @pytest.fixture(scope='module')
@@ -278,7 +277,9 @@ def test_compare_state_dict_with_mmdet_models() -> None:
     from mmdet.models import DetTTAModel
     from mmdet.registry import MODELS
     init_default_scope('mmdet')
-    build = lambda name: MODELS.build(Config.fromfile(REPO / 'configs' / name).model)  # noqa
+
+    def build(name):
+        return MODELS.build(Config.fromfile(REPO / 'configs' / name).model)
     pdc = build('mask-rcnn_pdc-resnet18_fpn_1x_coco.py')
     plain = build('mask-rcnn_resnet18_fpn_1x_coco.py')
     mismatch = compare_state_dict(pdc, dict(state_dict=plain.state_dict()))

@@ -223,7 +223,7 @@ def make_balanced_cifar10(root: Path, train_per_class: int = 60,
                 'filenames': [f'{name}_{i}.png' for i in range(len(part))]})
         out[split] = (data, labels)
     write_pickle(folder / 'batches.meta', {'label_names': list(CIFAR10_CLASSES),
-                                            'num_cases_per_batch': 1, 'num_vis': 3072})
+                                           'num_cases_per_batch': 1, 'num_vis': 3072})
     return out
 
 

@@ -47,8 +47,8 @@ def make_cifar10(root: Path, per_file: int = 3, seed: int = 0) -> Dict[str, Tupl
             data = rng.integers(0, 256, size=(per_file, 3072), dtype=np.uint8)
             label = rng.integers(0, 10, size=per_file).tolist()
             write_pickle(folder / name, {'batch_label': f'{name} of 5', 'labels': label,
-                                          'data': data, 'filenames': [f'{name}_{i}.png'
-                                                                      for i in range(per_file)]})
+                                         'data': data, 'filenames': [f'{name}_{i}.png'
+                                                                     for i in range(per_file)]})
             datas.append(data)
             labels += label
         out[split] = (np.concatenate(datas), np.array(labels))
@@ -70,11 +70,11 @@ def make_cifar100(root: Path, count: int = 6, seed: int = 1) -> Dict[str, Tuple[
         data = rng.integers(0, 256, size=(count, 3072), dtype=np.uint8)
         fine = rng.integers(0, 100, size=count).tolist()
         write_pickle(folder / name, {'filenames': [f'{i}.png' for i in range(count)],
-                                      'batch_label': f'{split} batch', 'fine_labels': fine,
-                                      'coarse_labels': [f // 5 for f in fine], 'data': data})
+                                     'batch_label': f'{split} batch', 'fine_labels': fine,
+                                     'coarse_labels': [f // 5 for f in fine], 'data': data})
         out[split] = (data, np.array(fine))
     write_pickle(folder / 'meta', {'fine_label_names': [f'class{i}' for i in range(100)],
-                                    'coarse_label_names': [f'super{i}' for i in range(20)]})
+                                   'coarse_label_names': [f'super{i}' for i in range(20)]})
     return out
 
 
@@ -274,6 +274,8 @@ def cached_mim_metafiles(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 DataMaker = Callable[[Path], object]
+
+
 def make_speech_commands(root: Path, per_split: int = 1, seed: int = 5) -> None:
     """Speech Commands v0.02's layout: ``<word>/<speaker>_nohash_<i>.wav`` (16 kHz mono int16,
     1 s), ``validation_list.txt`` / ``testing_list.txt`` and ``_background_noise_/``."""
@@ -420,7 +422,7 @@ def _imagenet_cfg(tmp_path: Path) -> Config:
 
 
 def test_mmpretrain_packaged_imagenet_config_pipelines(tmp_path: Path,
-                                                      cached_mim_metafiles: None) -> None:
+                                                       cached_mim_metafiles: None) -> None:
     """The ImageNet data settings mmpoly's ImageNet configs inherit (mmpretrain's packaged
     ``imagenet_bs32.py``, as ``_base_``): RandomResizedCrop 224 / ResizeEdge 256 + CenterCrop
     224, read from an ImageNet folder with meta/*.txt."""
@@ -442,7 +444,7 @@ def _top_level_configs() -> List[Path]:
 
 
 def test_top_level_configs_fit_their_data(tmp_path: Path,
-                                         cached_mim_metafiles: None) -> None:
+                                          cached_mim_metafiles: None) -> None:
     """Every distinct data setting of the top-level configs: the dataset builds on generated
     data, one batch goes through the data preprocessor, and the model's input channels and
     class count fit the data."""

@@ -548,8 +548,8 @@ def test_dist_train_mask_rcnn_two_cpu_processes(fashion_coco: Dict[str, Path],
 
 @pytest.mark.slow
 def test_inference_tool_draws_boxes_masks_and_labels(fashion_coco: Dict[str, Path],
-                                                    trained_detectors: Dict[str, Path],
-                                                    tmp_path: Path) -> None:
+                                                     trained_detectors: Dict[str, Path],
+                                                     tmp_path: Path) -> None:
     config = 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'
     image = fashion_coco['root'] / 'val2017' / '000000001001.jpg'
     proc = run_tool([sys.executable, str(TOOLS / 'det_inference.py'), str(image),

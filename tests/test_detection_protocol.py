@@ -302,7 +302,7 @@ def test_pretrained_mask_rcnns_are_scored_on_training_images_too(
 
     case = run.training_split_cases()[1]
     protocol.atomic_json(dict(checkpoint='/pdc.pth', top1=80.0),
-                        run.stage_file('pretrain-pdc-resnet18'))
+                         run.stage_file('pretrain-pdc-resnet18'))
     with pytest.raises(RuntimeError, match='mask-rcnn_pdc-resnet18_pretrained has not finished'):
         run.training_split_metrics(case)
     protocol.atomic_json(dict(checkpoint='/det/epoch_12.pth', work_dir='/det', bbox_mAP=0.2,
@@ -471,7 +471,7 @@ def test_table_rows_and_page_round_trip(tmp_path: Path) -> None:
 
 
 def test_results_of_separate_runs_merge_into_one_table(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture) -> None:
+                                                       capsys: pytest.CaptureFixture) -> None:
     """A run that has the pretrained cases and one that has the scratch cases (e.g. run again
     after the first one's work_dir was lost) give the table of both, with the findings that
     need both; conflicting or foreign results are refused."""

@@ -18,6 +18,7 @@ from mmpoly.zoo import report
 
 REPO = Path(__file__).resolve().parents[1]
 
+
 def _build(root: Path, site: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, '-m', 'mkdocs', 'build', '--strict', '--config-file',

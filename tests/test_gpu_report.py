@@ -151,7 +151,7 @@ def test_restore_keeps_completed_steps(gen, tmp_path):
     third = tmp_path / 'third'
     third.mkdir()
     assert gen.restore(report, str(third), 'cpu')[-3:] == ['fashion_coco', 'finetune',
-                                                          'finetune_eval']
+                                                           'finetune_eval']
     with pytest.raises(SystemExit, match="measured with torch '1.0'"):
         gen.restore(dict(report, torch='1.0'), str(tmp_path), 'cpu')
 

@@ -67,7 +67,7 @@ def _ran(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.parametrize('script', list(SCRIPTS))
 def test_precedence_python_then_mmpoly_venv_then_repo_venv_then_path(checkout: Path,
-                                                                      script: str) -> None:
+                                                                     script: str) -> None:
     tmp = checkout.parent
     path = f'{tmp / "bin"}:{BARE_PATH}'
     run = checkout / 'tools' / script

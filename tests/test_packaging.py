@@ -20,7 +20,6 @@ from mmpoly import version as mmpoly_version
 from helpers import REPO
 
 
-
 def build_distributions(out_dir: Path) -> Tuple[Path, Path]:
     """Build mmpoly's sdist from the checkout, then its wheel from that sdist (as ``pip install``
     of a release would), without network access. Returns ``(sdist, wheel)``."""

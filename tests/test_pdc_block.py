@@ -15,7 +15,7 @@ from mmpoly.utils.complexity import count_params
 
 
 def formula_block_params(cin: int, p: int, h: int, degree: int, both_convs: bool, k_so: int = 3,
-                      k_loc: int = 3) -> int:
+                         k_loc: int = 3) -> int:
     """One PDC block's parameters counted by hand (BN input/factor norms, IN projection)."""
     count = 9 * cin * p + 2 * p  # conv1 + bn1
     if both_convs:
@@ -42,7 +42,7 @@ def test_block_parameter_formula(cin, p, h, degree, first_degree_convs, k_so, k_
                      first_degree_convs=first_degree_convs, factor_kernel_size=k_so,
                      projection_kernel_size=k_loc)
     assert count_params(block) == formula_block_params(cin, p, h, degree, first_degree_convs == 2,
-                                                k_so, k_loc)
+                                                       k_so, k_loc)
     # every degree has its own factors: n factor layers for degree n, nothing shared
     assert [len(t.factors) for t in block.terms] == list(range(2, degree + 1))
     factor_ids = [id(f) for t in block.terms for f in t.factors]
@@ -121,7 +121,7 @@ def test_degree_three_block_matches_independent_formula():
         product = torch.ones(3, h, 5, 5, dtype=torch.float64)
         for factor in term.factors:  # degree n: n own factors, multiplied element-wise
             product = product * _leaky(bn_eval(F.conv2d(z, factor.conv.weight, padding=1),
-                                                 factor.norm))
+                                               factor.norm))
         proj = term.projection[0]
         projected = _leaky(_instance_norm(F.conv2d(product, proj.conv.weight), proj.norm.eps))
         expected = expected + term.scale * projected

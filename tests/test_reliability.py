@@ -27,7 +27,7 @@ from mmengine.fileio import get_file_backend
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import save_checkpoint
 from test_engine import ToyDataset, ToyModel
-from test_tools import free_port, tiny_setup, train  # noqa: F401  (fixture)
+from test_tools import free_port, train
 
 from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBackend, ResumeError,
                            RunLock, WorkDirLockedError, atomic_write, find_resume_candidates,
@@ -253,8 +253,8 @@ def test_select_checkpoint_skips_broken_files_and_reports_all(tmp_path: Path) ->
     (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_3.pth'))  # deleted file
     log = _Log()
     assert select_checkpoint(str(tmp_path), None, model, log) == str(good)
-    assert any('epoch_3.pth (named by last_checkpoint): no such file' in l for l in log.lines)
-    assert any('epoch_2.pth (in the work_dir): does not load' in l for l in log.lines)
+    assert any('epoch_3.pth (named by last_checkpoint): no such file' in line for line in log.lines)
+    assert any('epoch_2.pth (in the work_dir): does not load' in line for line in log.lines)
     assert log.lines[-1] == f'Auto resumed from the latest checkpoint {good}.'
 
     good.write_bytes(b'garbage')
@@ -399,7 +399,7 @@ def _assert_work_dir_consistent(work_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_sigkill_while_saving_never_leaves_a_broken_checkpoint(
-        tiny_setup: Dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+        tiny_setup: Dict[str, Path], tmp_path: Path) -> None:
     """Kill training with SIGKILL while it saves (and at a random moment), 3 times, then resume.
 
     Each checkpoint carries 16 MB so that a save lasts long enough to be hit; two kills wait

@@ -521,7 +521,7 @@ def test_short_training_on_synthesised_speech(tmp_path: Path) -> None:
     words = ['yes', 'no', 'up', 'down', 'left', 'right', 'on', 'off', 'stop', 'go']
     root = tmp_path / 'speech_commands'
     load_converter().make_speech_commands(str(root), words, speakers=20, val_speakers=4,
-                                     test_speakers=0, noise_seconds=3.0, seed=1, jobs=2)
+                                          test_speakers=0, noise_seconds=3.0, seed=1, jobs=2)
     epochs = 25
     config = tmp_path / 'tiny_pdc_speech.py'
     config.write_text(TRAIN_CONFIG.format(data_base=str(DATA_BASE), words=words, root=str(root),

@@ -141,7 +141,9 @@ def test_se_block_matches_its_formula():
 def test_pinet_shares_and_pdc_does_not():
     pinet = PiNetBlock(8, 8, degree=4, num_projection_convs=0)
     pdc = PDCBlock(8, 8, degree=4, hidden_channels=4)
-    n = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+
+    def n(m):
+        return sum(p.numel() for p in m.parameters())
     # Π-net: raising the degree adds no parameter; PDC: each degree brings n new factors
     assert n(pinet) == n(PiNetBlock(8, 8, degree=2, num_projection_convs=0))
     assert n(pdc) > n(PDCBlock(8, 8, degree=3, hidden_channels=4)) > \

@@ -190,7 +190,7 @@ def test_tool_argument_sets() -> None:
         '--wait-time', '0.5', '--no-pin-memory', '--tta', '--launcher', 'slurm',
         '--local_rank', '0'])
     assert (args.out_item, args.interval, args.wait_time, args.launcher) == ('metrics', 3, 0.5,
-                                                                            'slurm')
+                                                                             'slurm')
     with pytest.raises(SystemExit):
         test_tool.parse_args(['cfg.py', 'ck.pth', '--out-item', 'pred'])  # needs --out
 

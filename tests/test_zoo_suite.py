@@ -506,7 +506,8 @@ def test_published_checkpoints_on_the_10k_test_images():
 
 def test_recorded_reevaluation_covers_every_published_checkpoint():
     """checkpoints/fashion-mnist/onnx_parity.json (written by onnx_zoo_parity.py over the 10,000
-    test images): every published file, its PyTorch and onnxruntime top-1 equal to the metafile's."""
+    test images): every published file, its PyTorch and onnxruntime top-1 equal to the
+    metafile's."""
     record = json.loads((REPO / 'checkpoints' / 'fashion-mnist' / 'onnx_parity.json').read_text())
     published = {n: e for n, e in _fashion_entries().items() if 'Weights' in e}
     rows = {row['name']: row for row in record['models']}

@@ -3,7 +3,8 @@
 mmdet's ``DetInferencer`` does the work (its visualiser draws; predictions go to JSON)::
 
     python tools/det_inference.py IMAGE [IMAGE ...] CONFIG CHECKPOINT --out-dir outputs
-    # -> outputs/vis/<image>.jpg (drawn), outputs/preds/<image>.json (boxes, labels, scores, RLE masks)
+    # -> outputs/vis/<image>.jpg (drawn),
+    #    outputs/preds/<image>.json (boxes, labels, scores, RLE masks)
 
 The detector's ImageNet classifier checkpoint is not needed: the detector checkpoint holds the
 backbone.

@@ -780,7 +780,8 @@ def render_table(results: Optional[dict]) -> str:
     lines = [f'Protocol `{p["name"]}` (seed {p["seed"]}); Fashion-COCO validation split '
              f'({p["coco_val"]} images).']
     if results['cases']:  # a run still going may have none finished yet
-        lines += ['', '| detector | backbone | init | bbox mAP | bbox AP50 | segm mAP | segm AP50 |',
+        lines += ['',
+                  '| detector | backbone | init | bbox mAP | bbox AP50 | segm mAP | segm AP50 |',
                   '|---|---|---|---|---|---|---|']
     for name in p['cases']:
         case = results['cases'].get(name)

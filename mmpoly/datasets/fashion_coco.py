@@ -120,7 +120,8 @@ def _compose_image(background: np.ndarray, items: List[Tuple[np.ndarray, int]],
         if polygon is None:
             continue
         for _ in range(30):  # rejection sampling of a free position
-            offset = np.array([rng.integers(0, width - side + 1), rng.integers(0, height - side + 1)])
+            offset = np.array([rng.integers(0, width - side + 1),
+                               rng.integers(0, height - side + 1)])
             shifted = polygon + offset
             rle, mask = _rasterise(shifted, height, width)
             grown = cv2.dilate(mask, np.ones((5, 5), np.uint8)).astype(bool)

@@ -7,7 +7,6 @@ get the data; checksums can be switched off (small files made in the same format
 import os.path as osp
 from typing import List, Optional
 
-import numpy as np
 from mmengine.fileio import exists, join_path
 from mmpretrain.datasets import CIFAR10, CIFAR100, FashionMNIST
 from mmpretrain.datasets.mnist import read_sn3_pascalvincent_tensor
@@ -89,14 +88,16 @@ class _LocalCIFARMixin:
 
 @DATASETS.register_module()
 class LocalCIFAR10(_LocalCIFARMixin, CIFAR10):
-    """CIFAR-10 from ``data_root/cifar-10-batches-py`` (see :class:`mmpretrain.datasets.CIFAR10`)."""
+    """CIFAR-10 from ``data_root/cifar-10-batches-py`` (see
+    :class:`mmpretrain.datasets.CIFAR10`)."""
 
     archive_url = 'https://www.cs.toronto.edu/~kriz/cifar.html'
 
 
 @DATASETS.register_module()
 class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
-    """CIFAR-100 from ``data_root/cifar-100-python`` (fine labels); args as :class:`LocalCIFAR10`."""
+    """CIFAR-100 from ``data_root/cifar-100-python`` (fine labels); args as
+    :class:`LocalCIFAR10`."""
 
     archive_url = LocalCIFAR10.archive_url
 

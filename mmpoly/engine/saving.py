@@ -249,4 +249,3 @@ def use_atomic_checkpoint_hook(cfg: Config) -> int:
             hook['type'] = 'mmengine.AtomicCheckpointHook'
             replaced += 1
     return replaced
-

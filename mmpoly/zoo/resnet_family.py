@@ -37,7 +37,7 @@ RESNET_ROWS: List[PaperRow] = [
          dict(note='GUESS: blocks [2, 2, 2, 1] of 64-512, factor width 128')),
         ('PDC', 'pdc_resnet18', 'PDC', 2, 8.0, dict(note=PDC_FIT)),
         ('PDC^[3]', 'pdc3_resnet18', 'PDC', 3, 16.8, dict(claimed_match=False,
-                                                         note=PDC3_MISFIT)),
+                                                          note=PDC3_MISFIT)),
         ('PDC^[4]', 'pdc4_resnet18', 'PDC', 4, 28.0,
          dict(note='GUESS: degree-4 blocks on the PDC configuration')),
     ]),

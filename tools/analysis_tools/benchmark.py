@@ -573,7 +573,7 @@ def profile_training(bench: Bench, args: argparse.Namespace,
             totals.setdefault(e.name, []).append(e.self_cpu_time_total)
     top = sorted(totals.items(), key=lambda item: -sum(item[1]))[:5]
     result['costliest'] = [dict(name=name[:120], ms=sum(times) / 1e3 / PROFILE_STEPS,
-                                  count=len(times) / PROFILE_STEPS) for name, times in top]
+                                count=len(times) / PROFILE_STEPS) for name, times in top]
     return result
 
 

@@ -280,7 +280,7 @@ def tables(report: Dict[str, Any]) -> str:
     bad = [s for s in report['steps'] if s['status'] != 'ok']
     if bad:
         lines += ['Steps not completed: ' + '; '.join(f"{s['name']} ({s['status']})"
-                                                     for s in bad) + '.', '']
+                                                      for s in bad) + '.', '']
     return '\n'.join(lines).rstrip() + '\n'
 
 

@@ -8,7 +8,8 @@ reading this set relative to the config's own folder, so the folder can be moved
 
     python tools/dataset_converters/make_fashion_coco.py data/fashion_coco
     python tools/train.py data/fashion_coco/mask-rcnn_pdc-resnet18_fpn_1x_fashion-coco.py \\
-        --cfg-options model.backbone.init_cfg.checkpoint=work_dirs/pdc_resnet18_8xb32_in1k/epoch_100.pth
+        --cfg-options \\
+        model.backbone.init_cfg.checkpoint=work_dirs/pdc_resnet18_8xb32_in1k/epoch_100.pth
 """
 import argparse
 import os.path as osp
@@ -30,7 +31,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         metavar=('H', 'W'), help='image size (default 256 320)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--fashion-mnist-root', default='/usr/share/datasets/fashion-mnist',
-                        help="Fashion-MNIST's idx-ubyte(.gz) files (Debian's dataset-fashion-mnist)")
+                        help="Fashion-MNIST's idx-ubyte(.gz) files "
+                             "(Debian's dataset-fashion-mnist)")
     parser.add_argument('--configs', nargs='*', default=[osp.join(REPO, 'configs', name)
                                                          for name in DETECTION_CONFIGS],
                         help='COCO detection configs to write a Fashion-COCO version of '

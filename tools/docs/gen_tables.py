@@ -94,7 +94,7 @@ def _command_of(settings: Dict[str, Any], configs: Sequence[str], baseline: str)
     if settings.get('amp'):
         args += ['--amp', '--amp-dtype', settings['amp']]
     args += [f'--{flag.replace("_", "-")}' for flag in ('channels_last', 'cudnn_benchmark',
-                                                          'compile', 'fuse')
+                                                        'compile', 'fuse')
              if settings.get(flag)]
     if settings.get('compile') and settings.get('compile_mode') not in (None, 'default'):
         args += ['--compile-mode', settings['compile_mode']]

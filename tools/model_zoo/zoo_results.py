@@ -162,7 +162,7 @@ CLAIMS = (
            'resnet8'),
     *(_claim(f'PDC is not worse than {name}', 'T-C10, Table 3 (equal accuracy)', 'not_worse',
              'pdc_resnet8', baseline) for baseline, name in (('se_resnet8', 'SE'),
-                                                            ('pinet_resnet8', 'Π-net'))),
+                                                             ('pinet_resnet8', 'Π-net'))),
     _claim('a compressed PDC with under half of ResNet\'s parameters is not worse than ResNet',
            'T-C10, Table 3 (PDC-comp)', 'not_worse', 'pdc-comp_resnet8', 'resnet8',
            max_param_ratio=0.5),

@@ -1,6 +1,7 @@
 # mmdet's Cascade Mask R-CNN 1× on COCO 2017 (12 epochs, SGD 0.02 for 16 images, linear warm-up
-# of 500 iterations, lr ×0.1 after epochs 8 and 11; auto_scale_lr base_batch_size=16; bbox + segm COCO
-# evaluation), read through mmpoly's LocalCocoDataset (a clear error when data/coco/ is missing).
+# of 500 iterations, lr ×0.1 after epochs 8 and 11; auto_scale_lr base_batch_size=16; bbox +
+# segm COCO evaluation), read through mmpoly's LocalCocoDataset (a clear error when data/coco/
+# is missing).
 # The leaf configs set the backbone.
 _base_ = 'mmdet::cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py'
 custom_imports = dict(imports=['mmpoly.models', 'mmpoly.datasets', 'mmpoly.engine'],
