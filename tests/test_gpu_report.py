@@ -3,6 +3,7 @@ GPU: a dry run on the CPU, and reports assembled from recorded steps)."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict
 
@@ -208,8 +209,8 @@ def test_cpu_dry_run(tmp_path):
     out = tmp_path / 'out'
     proc = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--quick', '--out', str(out)],
                           capture_output=True, text=True, timeout=900,
-                          env={**os.environ, 'PYTHON': os.environ.get('PYTHON', '')
-                               or str(REPO / '.venv' / 'bin' / 'python')})
+                          env={**os.environ,
+                               'PYTHON': os.environ.get('PYTHON', '') or sys.executable})
     log = (out / 'gpu_report.log').read_text() if (out / 'gpu_report.log').is_file() else ''
     assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
     report = json.loads((out / 'report.json').read_text())
@@ -253,8 +254,8 @@ def test_cpu_dry_run(tmp_path):
     assert again.returncode == 2 and 'already holds a report.json: pass --resume' in again.stderr
     resumed = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--quick', '--out',
                               str(out), '--resume'], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, 'PYTHON': os.environ.get('PYTHON', '')
-                                  or str(REPO / '.venv' / 'bin' / 'python')})
+                             env={**os.environ,
+                                  'PYTHON': os.environ.get('PYTHON', '') or sys.executable})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     report2 = json.loads((out / 'report.json').read_text())
     assert [s['name'] for s in report2['steps']] == [
