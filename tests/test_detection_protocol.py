@@ -20,27 +20,39 @@ needs_fashion_mnist = pytest.mark.skipif(
 @pytest.mark.slow
 @needs_fashion_mnist
 def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
-    """First in the file: while this 25-minute test runs, its xdist worker has the file's other
-    tests pending and takes no other file (--dist loadfile) to wait behind it.
+    """First in the file: while this 14-to-25-minute test runs, its xdist worker has the file's
+    other tests pending and takes no other file (--dist loadfile) to wait behind it.
 
     The whole protocol at its short size: ResNet18 pretrained 5 epochs on 2,000 images of
     32×32, then Mask R-CNN fine-tuned 36 epochs (288 steps) on 16 Fashion-COCO images of
-    128×160. Measured on a 2-core EPYC (one thread, seed 0): top-1 56.6 %; bbox mAP 0.001, 0.005,
-    0.023 after epochs 12, 24, 36 (AP50 0.095), segm mAP 0.027. The bars are a third of that,
-    for another CPU's rounding: still 8× the bbox mAP after epoch 12."""
+    128×160. What it must show is a detector that learns: it fits its training images (bbox mAP
+    0.478, 0.648, 0.618 on 8 of them with seeds 0, 1, 2 on a 2-core AVX2 EPYC; 0.631, segm mAP
+    0.517, seed 0 on a 2-core AVX512 EPYC), its loss falls (4.06 to 1.17 in that last run), and
+    its validation finds objects. Validation AP on 8 held-out images after this little training
+    is at the level of run-to-run noise (bbox mAP 0.016 to 0.026 with the three seeds on the AVX2
+    EPYC, 0.006 on the AVX512 one; AP50 0.017 to 0.095), so it is asserted above zero only; the
+    training-split bars are about a third of the lowest value measured."""
     work_dir = tmp_path / 'short'
     results = protocol.main(['run', '--protocol', 'short', '--work-dir', str(work_dir),
                              '--threads', '1'])
     assert json.loads((work_dir / 'results.json').read_text()) == results
     assert results['pretrain']['resnet18']['top1'] >= 50
     case = results['cases']['mask-rcnn_resnet18_pretrained']
-    assert case['empty_evaluation'] is False
-    assert case['bbox_mAP'] >= 0.008 and case['bbox_mAP_50'] >= 0.03, case
-    assert case['segm_mAP'] >= 0.008, case
-    # it learns: the validation after epoch 12 is below the last one
+    # it fits its training images (scored with the validation's test settings)
+    scored = results['training_split']['mask-rcnn_resnet18_pretrained']
+    assert scored['images'] == 8 and scored['empty_evaluation'] is False, scored
+    assert scored['bbox_mAP'] >= 0.16 and scored['segm_mAP'] >= 0.16, scored
+    assert (work_dir / 'report' / 'training_split' /
+            'mask-rcnn_resnet18_pretrained.json').is_file()
+    # its training loss falls: the last logged value is below half the first (one per epoch: the
+    # logger's interval of 10 iterations is longer than an epoch of 8)
+    losses = [r['loss'] for r in protocol.read_scalars(case['work_dir']) if 'loss' in r]
+    assert len(losses) == 36 and losses[-1] < 0.5 * losses[0], losses
+    # its validation after each 12 epochs finds objects in the held-out images
     validations = [r for r in protocol.read_scalars(case['work_dir']) if 'coco/bbox_mAP' in r]
     assert [r['step'] for r in validations] == [12, 24, 36]
-    assert validations[0]['coco/bbox_mAP_50'] < case['bbox_mAP_50']
+    assert case['empty_evaluation'] is False
+    assert case['bbox_mAP_50'] > 0 and case['segm_mAP_50'] > 0, case
     report = work_dir / 'report'
     assert (report / 'finetune_curves.png').stat().st_size > 10_000
     assert (report / 'pretrain_curves.png').stat().st_size > 10_000
@@ -48,9 +60,6 @@ def test_short_protocol_produces_a_detector(tmp_path: Path) -> None:
     assert len(drawn) == protocol.PROTOCOLS['short'].prediction_images
     grid = cv2.imread(str(report / 'predictions.jpg'))  # one row: the one pretrained Mask R-CNN
     assert grid.shape[:2] == (protocol.GRID_CAPTION + 128, len(drawn) * (160 + protocol.GRID_GAP))
-    scored = results['training_split']['mask-rcnn_resnet18_pretrained']  # on 8 training images
-    assert scored['images'] == 8 and scored['empty_evaluation'] is False, scored
-    assert (report / 'training_split' / 'mask-rcnn_resnet18_pretrained.json').is_file()
     # had the stage been stopped during its last validation, the rerun would run that validation
     # with tools/test.py before resuming: the same numbers as the validation in training
     for scalars in Path(case['work_dir']).glob('*/vis_data/scalars.json'):
