@@ -194,6 +194,13 @@ def test_bad_options(tmp_path):
     assert (f'--fashion-mnist: {tmp_path} has no train-images-idx3-ubyte(.gz)' in proc.stderr
             and 'pass it as --fashion-mnist DIR' in proc.stderr), proc.stderr
     assert not (tmp_path / 'out' / 'report.json').exists()
+    # on the CPU it runs the Python tools/select_python.sh picks, as the launch scripts do
+    env = {k: v for k, v in os.environ.items() if k != 'PYTHON'}
+    proc = subprocess.run(['bash', str(SCRIPT), '--device', 'cpu', '--out', str(tmp_path / 'o2')],
+                          capture_output=True, text=True, timeout=60,
+                          env={**env, 'MMPOLY_VENV': str(tmp_path / 'no-venv')})
+    assert proc.returncode == 2, proc.stderr
+    assert f'MMPOLY_VENV={tmp_path / "no-venv"} has no bin/python' in proc.stderr, proc.stderr
     for jobs in ('0', 'many'):
         proc = subprocess.run(['bash', str(SCRIPT)], capture_output=True, text=True,
                               env={**os.environ, 'WARM_JOBS': jobs})

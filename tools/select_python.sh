@@ -1,5 +1,6 @@
-# Sourced by tools/dist_train.sh, dist_test.sh, slurm_train.sh and slurm_test.sh: sets PYTHON to
-# the interpreter they run, the first that applies of
+# Sourced by tools/dist_train.sh, dist_test.sh, slurm_train.sh, slurm_test.sh and
+# analysis_tools/gpu_report.sh (on the CPU): sets PYTHON to the interpreter they run, the first
+# that applies of
 #   1. PYTHON, if set;
 #   2. $MMPOLY_VENV/bin/python, if MMPOLY_VENV is set (an error if it has no bin/python);
 #   3. <repository>/.venv/bin/python, if it exists (where tools/setup_env.sh installs);

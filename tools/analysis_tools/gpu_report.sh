@@ -49,7 +49,7 @@
 #
 # Environment: WARM_JOBS, the compile warm-up's processes at a time (default: cores / 2, 1 to 8).
 # With --device cuda the stack is installed into $PYTHON (default python3, the one with torch);
-# with --device cpu it runs $PYTHON, else $MMPOLY_VENV/bin/python, else .venv/bin/python.
+# with --device cpu it runs the Python tools/select_python.sh picks (as tools/dist_train.sh).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -97,8 +97,8 @@ cd "$REPO"
 
 say() { printf '[gpu_report %s +%ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - START ))" "$*" | tee -a "$LOG" >&2; }
 
-# The Python to run: on CUDA the one with the machine's torch; on the CPU $PYTHON, else the venv
-# of tools/setup_env.sh ($MMPOLY_VENV, else the repository's .venv), as tools/dist_train.sh does.
+# The Python to run: on CUDA the one with the machine's torch; on the CPU the one
+# tools/select_python.sh picks ($PYTHON, $MMPOLY_VENV, .venv, python), as tools/dist_train.sh.
 if [ "$DEVICE" = cuda ]; then
     PY="${PYTHON:-python3}"
     if "$PY" -m pip show -q transformers >/dev/null 2>&1; then
@@ -113,7 +113,9 @@ if [ "$DEVICE" = cuda ]; then
         fi
     fi
 else
-    PY="${PYTHON:-${MMPOLY_VENV:-$REPO/.venv}/bin/python}"
+    TOOLS_DIR="$REPO/tools"
+    source "$TOOLS_DIR/select_python.sh"
+    PY="$PYTHON"
 fi
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 GEN=("$PY" "$REPO/tools/analysis_tools/gpu_tables.py")
