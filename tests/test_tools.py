@@ -20,7 +20,8 @@ from typing import Dict, List, Optional
 import mmengine
 import numpy as np
 import pytest
-from helpers import FASHION_MNIST, REPO, TINY_PDC_MODEL, TOOLS, load_tool, runtime_tail
+from helpers import (CONFIGS, FASHION_MNIST, REPO, TINY_PDC_MODEL, TOOLS, load_tool,
+                     runtime_tail)
 
 NUM_TRAIN, NUM_TEST = 64, 32
 TIMEOUT_S = 300  # per tool run: a hang fails the test instead of stalling the suite
@@ -193,6 +194,29 @@ def test_tool_argument_sets() -> None:
                                                                              'slurm')
     with pytest.raises(SystemExit):
         test_tool.parse_args(['cfg.py', 'ck.pth', '--out-item', 'pred'])  # needs --out
+
+
+def test_no_validate_drops_validation_after_cfg_options(capsys: pytest.CaptureFixture) -> None:
+    """--no-validate with --cfg-options for the validation loader (as a shared launch script
+    passes them to every run): the options merge, then validation is removed, and the options
+    that have no effect are named. It was a TypeError of mmengine's merge into a removed
+    section."""
+    from mmengine.config import Config
+    train_tool = load_tool('train')
+    cfg = Config.fromfile(str(CONFIGS / 'resnet18_1xb128_cifar10.py'))
+    args = train_tool.parse_args([
+        'cfg.py', '--no-validate', '--cfg-options', 'val_dataloader.num_workers=0',
+        'val_evaluator.topk=[1]', 'train_cfg.max_epochs=2', 'train_dataloader.num_workers=0'])
+    cfg = train_tool.merge_args(cfg, args)
+    assert (cfg.val_cfg, cfg.val_dataloader, cfg.val_evaluator) == (None, None, None)
+    assert cfg.train_cfg.max_epochs == 2 and cfg.train_dataloader.num_workers == 0
+    assert cfg.test_dataloader is not None  # testing after training is not validation
+    assert capsys.readouterr().out == (
+        'tools/train.py: --no-validate: no validation, so these --cfg-options have no effect: '
+        'val_dataloader.num_workers, val_evaluator.topk\n')
+    train_tool.merge_args(Config.fromfile(str(CONFIGS / 'resnet18_1xb128_cifar10.py')),
+                          train_tool.parse_args(['cfg.py', '--no-validate']))
+    assert capsys.readouterr().out == ''  # nothing to name
 
 
 # --------------------------------------------------------------------------- slow

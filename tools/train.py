@@ -100,12 +100,27 @@ def _dataloader_defaults(cfg: Config, args: argparse.Namespace) -> None:
         cfg[field] = loader
 
 
+VALIDATION_KEYS = ('val_cfg', 'val_dataloader', 'val_evaluator')
+
+
+def drop_validation(cfg: Config, cfg_options: dict) -> None:
+    """``--no-validate``: remove the validation loop, its dataloader and its evaluator.
+
+    Applied after ``--cfg-options``, so that options for them (as a shared launch script passes
+    them to every run) merge into the config's own values instead of failing on a removed
+    section; the ones that therefore have no effect are printed, not dropped without a word.
+    """
+    for key in VALIDATION_KEYS:
+        cfg[key] = None
+    unused = sorted(key for key in cfg_options if key.split('.')[0] in VALIDATION_KEYS)
+    if unused:
+        print(f'tools/train.py: --no-validate: no validation, so these --cfg-options have no '
+              f'effect: {", ".join(unused)}', flush=True)
+
+
 def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
-    """Fold the command-line options into ``cfg`` (``--cfg-options`` last, so it wins)."""
-    if args.no_validate:
-        cfg.val_cfg = None
-        cfg.val_dataloader = None
-        cfg.val_evaluator = None
+    """Fold the command-line options into ``cfg`` (``--cfg-options`` after the other flags, so
+    it wins; ``--no-validate`` last: it removes the validation loop whatever the options set)."""
     cfg.launcher = args.launcher
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
@@ -132,6 +147,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     if args.cfg_options is not None:
         check_cfg_options(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
+    if args.no_validate:
+        drop_validation(cfg, args.cfg_options or {})
     try:
         check_channels_last(cfg)
     except ValueError as error:  # a bad value, or a detector: one message at start-up
