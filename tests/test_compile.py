@@ -19,8 +19,9 @@ from mmengine.optim import build_optim_wrapper
 from test_tools import free_port, make_fashion_mnist_subset, run_tool, train, write_config
 
 from mmpoly.engine import load_checkpoint_file
-from mmpoly.engine.compile import (CPUAutocastOptimWrapper, compile_kwargs,
-                                   compile_model_parts, configure_amp, split_parts)
+from mmpoly.engine.compile import (CompileCountHook, CPUAutocastOptimWrapper, CUDAGraphStepHook,
+                                   apply_compile, compile_kwargs, compile_model_parts,
+                                   configure_amp, split_parts, uses_cuda_graphs)
 from mmpoly.utils.complexity import build_model
 
 AOT_EAGER = "\ncompile_model = dict(backend='aot_eager')\n"
@@ -150,6 +151,45 @@ def test_detectors_compile_backbone_and_neck_only():
     assert split_parts(model) == (['backbone', 'neck'], ['rpn_head', 'roi_head'])
     with pytest.raises(ValueError, match="has none of \\['backbone', 'neck', 'head'\\]"):
         compile_model_parts(torch.nn.Sequential(torch.nn.Linear(2, 2)), {})
+
+
+def test_cuda_graph_modes_mark_every_iteration(monkeypatch):
+    """compile_model with CUDA graphs (modes reduce-overhead and max-autotune) registers
+    CUDAGraphStepHook, which marks the start of every training, validation and test iteration
+    (torch.compiler.cudagraph_mark_step_begin): without it benchmark.py's CUDA-graph runs
+    stopped on an H200 ("accessing tensor output of CUDAGraphs that has been overwritten by a
+    subsequent run"). Other modes register no such hook. (The CPU records no CUDA graphs:
+    compiling is lazy and nothing runs here.)"""
+    assert uses_cuda_graphs(dict(mode='reduce-overhead'))
+    assert uses_cuda_graphs(dict(mode='max-autotune', backend='inductor'))
+    assert not uses_cuda_graphs(dict(mode='max-autotune',
+                                     options={'triton.cudagraphs': False}))
+    assert not any(uses_cuda_graphs(k) for k in (None, {}, dict(mode='default'),
+                                                 dict(mode='max-autotune-no-cudagraphs')))
+
+    class FakeRunner:  # what apply_compile uses of mmengine's Runner
+        def __init__(self, compile_model):
+            self.cfg = Config(dict(compile_model=compile_model))
+            self.model = build_model(Config.fromfile(str(REPO / 'configs' /
+                                                         'resnet18_1xb128_cifar10.py')))
+            self.hooks: List[object] = []
+            self.logger = type('Logger', (), {'info': staticmethod(lambda message: None)})
+
+        def register_hook(self, hook):
+            self.hooks.append(hook)
+
+    marks = []
+    monkeypatch.setattr(torch.compiler, 'cudagraph_mark_step_begin', lambda: marks.append(1))
+    runner = apply_compile(FakeRunner(dict(mode='reduce-overhead')))
+    assert [type(h) for h in runner.hooks] == [CompileCountHook, CUDAGraphStepHook]
+    hook = runner.hooks[1]
+    for _ in range(3):
+        hook.before_train_iter(runner, 0)
+    hook.before_val_iter(runner, 0)
+    hook.before_test_iter(runner, 0)
+    assert len(marks) == hook.marks == 5
+    for mode in (True, dict(mode='default'), dict(mode='max-autotune-no-cudagraphs')):
+        assert [type(h) for h in apply_compile(FakeRunner(mode)).hooks] == [CompileCountHook]
 
 
 # --------------------------------------------------------------------------- end to end

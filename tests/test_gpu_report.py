@@ -146,7 +146,16 @@ def test_restore_keeps_completed_steps(gen, tmp_path):
         'bench:gpu-in1k-pdc:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:compiled',
         'bench:gpu-cifar-pdc-comp:fp32:compiled']
     assert resumed['steps'][1] == report['steps'][4]  # status, seconds and result kept
-    assert resumed['date'] == report['date']  # the environment of the first run
+    assert resumed['date'] == report['date']  # the environment of the first run,
+    assert len(resumed['resumed']) == 1 and resumed['resumed'][0] >= report['date']
+    assert f"{report['date']} (continued with --resume on {resumed['resumed'][0]})" in \
+        gen.tables(resumed).splitlines()[0]  # and the date of the run that continued it
+    # split names each benchmark file by the day of the run that measured it
+    dated = dict(resumed, steps=[dict(step, result=dict(step['result'], settings=dict(
+        batch_size=32, date=f'2026-12-0{i + 1}T10:00:00Z'))) for i, step in
+        enumerate(resumed['steps'][:2])])
+    assert sorted(Path(path).name for path in gen.split(dated, str(tmp_path / 'split'))) == [
+        '2026-12-01_gpu-in1k-pdc_fp32_compiled.json', '2026-12-02_gpu-in1k-pdc_bf16_compiled.json']
 
     report['steps'][-1]['status'] = 'ok'  # the Fashion-COCO steps completed: kept together
     third = tmp_path / 'third'

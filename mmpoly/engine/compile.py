@@ -23,9 +23,9 @@ from mmengine.optim import OptimWrapper
 from mmengine.registry import OPTIM_WRAPPERS
 from torch import nn
 
-__all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CompileCountHook', 'apply_compile',
-           'compile_count',
-           'compile_kwargs', 'compile_model_parts', 'configure_amp', 'split_parts']
+__all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CUDAGraphStepHook', 'CompileCountHook',
+           'apply_compile', 'compile_count', 'compile_kwargs', 'compile_model_parts',
+           'configure_amp', 'split_parts', 'uses_cuda_graphs']
 
 #: The model attributes that are compiled when present (classifiers: backbone, neck, head;
 #: detectors: backbone, neck). Detector heads (``rpn_head``, ``roi_head``) stay eager: their
@@ -52,6 +52,15 @@ def compile_kwargs(value: Any) -> Optional[Dict[str, Any]]:
         return dict(value)
     raise ValueError(f'compile_model must be True, False or a dict of torch.compile options '
                      f'({", ".join(COMPILE_KEYS)}), got {value!r}')
+
+
+def uses_cuda_graphs(kwargs: Optional[Dict[str, Any]]) -> bool:
+    """Whether ``torch.compile(**kwargs)`` records CUDA graphs: its modes ``reduce-overhead``
+    and ``max-autotune`` do (on CUDA tensors), unless ``options`` turns ``triton.cudagraphs``
+    off."""
+    if not kwargs or kwargs.get('mode') not in ('reduce-overhead', 'max-autotune'):
+        return False
+    return (kwargs.get('options') or {}).get('triton.cudagraphs', True) is not False
 
 
 def split_parts(model: nn.Module) -> Tuple[List[str], List[str]]:
@@ -119,6 +128,34 @@ class CompileCountHook(Hook):
             print_log(message, logger='current')
 
 
+class CUDAGraphStepHook(Hook):
+    """Tell torch that a new step begins before every training, validation and test iteration
+    (``torch.compiler.cudagraph_mark_step_begin``), for a model compiled with CUDA graphs.
+
+    CUDA graphs write their outputs into buffers that the next replay reuses; without the mark,
+    torch cannot tell a new step from a second call within one and stops with "accessing tensor
+    output of CUDAGraphs that has been overwritten by a subsequent run" (seen with
+    ``tools/analysis_tools/benchmark.py --compile-mode reduce-overhead`` on an H200).
+    """
+    priority = 'VERY_HIGH'
+
+    def __init__(self) -> None:
+        self.marks = 0
+
+    def _mark(self) -> None:
+        torch.compiler.cudagraph_mark_step_begin()
+        self.marks += 1
+
+    def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        self._mark()
+
+    def before_val_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        self._mark()
+
+    def before_test_iter(self, runner, batch_idx: int, data_batch=None) -> None:
+        self._mark()
+
+
 def apply_compile(runner) -> Any:
     """Compile the parts of ``runner.model`` if ``runner.cfg.compile_model`` is set (one log
     line naming the compiled and the eager parts); return ``runner``."""
@@ -135,6 +172,8 @@ def apply_compile(runner) -> Any:
         f'of {", ".join(compiled)}; eager: '
         f'{", ".join(eager + ["data preprocessor", "losses", "optimizer step"])}')
     runner.register_hook(CompileCountHook())
+    if uses_cuda_graphs(kwargs):
+        runner.register_hook(CUDAGraphStepHook())
     return runner
 
 

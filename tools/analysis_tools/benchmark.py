@@ -55,7 +55,7 @@ from mmengine.optim import build_optim_wrapper
 from torch import nn
 
 from mmpoly.deploy import inference_copy, is_detector
-from mmpoly.engine.compile import compile_model_parts
+from mmpoly.engine.compile import compile_model_parts, uses_cuda_graphs
 from mmpoly.engine.memory_format import to_channels_last
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
@@ -220,6 +220,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     for option in ('compile_mode', 'compile_backend'):
         if getattr(args, option) is not None and not args.compile:
             parser.error(f'--{option.replace("_", "-")} needs --compile')
+    if args.compile and uses_cuda_graphs(dict(mode=args.compile_mode)) and not args.no_memory:
+        # CUDA graphs allocate from a private pool when they are recorded: a step's rise of
+        # max_memory_allocated does not show their memory (it read 0.22x on 2026-12-04)
+        if args.max_memory_ratio is not None:
+            parser.error(f'--max-memory-ratio: training memory is not measurable with '
+                         f'--compile-mode {args.compile_mode} (CUDA graphs allocate from a '
+                         f'private pool); measure it with --compile-mode default')
+        print(f'benchmark.py: --compile-mode {args.compile_mode}: training memory not measured '
+              f'(CUDA graphs allocate from a private pool); the memory target is dropped',
+              flush=True)
+        args.no_memory = True
     if args.no_memory:  # a preset's memory target is dropped with the measurement
         preset = {key: value for key, value in preset.items() if key != 'max_memory_ratio'}
     for key in ('batch_size', 'input_size', 'threads', 'rounds', 'iters', 'warmup', 'device',
@@ -392,14 +403,22 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
         if infer_model is not model:
             compile_model_parts(infer_model, kwargs)
     cpu_autocast = args.amp and args.device == 'cpu'
+    # CUDA graphs (modes reduce-overhead, max-autotune) reuse their output buffers: each step
+    # tells torch a new iteration begins (as CUDAGraphStepHook does in tools/train.py), else
+    # reading the last step's outputs is an error
+    graphs = args.compile and uses_cuda_graphs(kwargs)
 
     def train_step() -> None:
         model.train()
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with _autocast(args) if cpu_autocast else contextlib.nullcontext():
             model.train_step(batch, optim_wrapper)
 
     def infer_step() -> None:
         infer_model.eval()
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.inference_mode(), _autocast(args):
             infer_model.test_step(batch)
 
@@ -529,6 +548,15 @@ def _ratio(value: Optional[float], reference: Optional[float]) -> Optional[float
 PROFILE_STEPS = 3
 
 
+def device_kernels(events: Sequence[Any]) -> List[Any]:
+    """The CUDA kernels (and memory copies) among profiler events: not the user annotations
+    (``record_function`` ranges such as ``Optimizer.step#SGD.step``) that the profiler also
+    puts on the GPU timeline, which span kernels and would count their time twice."""
+    from torch.autograd import DeviceType
+    return [e for e in events if e.device_type == DeviceType.CUDA
+            and not getattr(e, 'is_user_annotation', False)]
+
+
 def profile_training(bench: Bench, args: argparse.Namespace,
                      step_seconds: float) -> Dict[str, Any]:
     """Operators and kernels of ``PROFILE_STEPS`` training steps (``--profile``).
@@ -562,7 +590,7 @@ def profile_training(bench: Bench, args: argparse.Namespace,
                                   kernels=None, gpu_ms=None, gpu_busy=None)
     totals: Dict[str, List[float]] = {}
     if args.device == 'cuda':
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        kernels = device_kernels(events)
         for e in kernels:
             totals.setdefault(e.name, []).append(e.time_range.elapsed_us())
         gpu_ms = sum(sum(v) for v in totals.values()) / 1e3 / PROFILE_STEPS

@@ -160,7 +160,10 @@ def restore(report: Dict[str, Any], parts: str, device: str) -> list:
             raise SystemExit(f'error: --resume: the report was measured with {key} '
                              f'{report.get(key)!r}, this machine has {here[key]!r}; use '
                              'another --out for a new report')
-    _write_json({key: report[key] for key in here}, osp.join(parts, 'environment.json'))
+    # the first run's environment, and the date of each run that continued it
+    _write_json(dict({key: report[key] for key in here},
+                     resumed=report.get('resumed', []) + [here['date']]),
+                osp.join(parts, 'environment.json'))
     status = {step['name']: step['status'] for step in report['steps']}
     keep_together = status.get(_TOGETHER[-1]) in _COMPLETED
     kept = [str(report['elapsed_s'])]
@@ -228,11 +231,18 @@ _MODES = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager', 'fp32:cu
           'fp32:compiled-cudnn', 'bf16:compiled-cl-cudnn', 'fp16:compiled', 'fp16:eager']
 
 
+def _resumed_text(report: Dict[str, Any]) -> str:
+    """' (continued with --resume on DATE, ...)' for a report that later runs completed."""
+    dates = report.get('resumed') or []
+    return f" (continued with --resume on {', '.join(dates)})" if dates else ''
+
+
 def tables(report: Dict[str, Any]) -> str:
     """The Markdown tables of a report (see the module docstring)."""
     lines = [f"Measured on {report['device_name']} ({report['device']}), torch {report['torch']}, "
-             f"CUDA {report['cuda']}, Python {report['python']}, {report['date']}, with "
-             f"`tools/analysis_tools/gpu_report.sh` ({report['elapsed_s']} s).", '']
+             f"CUDA {report['cuda']}, Python {report['python']}, {report['date']}"
+             f"{_resumed_text(report)}, with `tools/analysis_tools/gpu_report.sh` "
+             f"({report['elapsed_s']} s).", '']
     mmcv = next((s['result'] for s in report['steps'] if s['name'] == 'mmcv_check'), None)
     if mmcv:
         lines += [f"mmcv {mmcv['mmcv']}: CUDA ops {'yes' if mmcv['cuda_ops'] else 'no'}; build: "
@@ -291,7 +301,9 @@ def split(report: Dict[str, Any], into: str) -> list:
     for step in report['steps']:
         if step['name'].startswith('bench:') and step['result'] is not None:
             name = '_'.join(step['name'].split(':')[1:])
-            path = osp.join(into, f"{report['date'][:10]}_{name}.json")
+            # the day of the run that measured it (a resumed report spans several)
+            date = step['result'].get('settings', {}).get('date') or report['date']
+            path = osp.join(into, f"{date[:10]}_{name}.json")
             _write_json(step['result'], path)
             paths.append(path)
     return paths
