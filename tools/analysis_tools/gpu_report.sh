@@ -15,10 +15,10 @@
 # The steps run in the order of what matters most, so that a budget that runs out skips the
 # least: the compiled targets of gpu-in1k-pdc, gpu-cifar-pdc-comp and gpu-in1k-pdc-cmp (fp32,
 # bf16), the Mask R-CNN step (fp32), the Fashion-COCO training and its AP, PDC-ResNet18 and
-# PDC-comp with CUDA graphs (fp32) and compiled bf16 channels-last, PDC-ResNet18 with cuDNN's
-# benchmark mode, then the eager figures (the float16 Mask R-CNN step among them), the float16
-# compiled Mask R-CNN step, the rest of CUDA graphs,
-# channels-last and cuDNN benchmark, and gpu-cifar100-families. Before each group of timed
+# PDC-comp with CUDA graphs (fp32, bf16, fp32 channels-last), PDC-cmp with CUDA graphs, compiled
+# bf16 channels-last, PDC-ResNet18 with cuDNN's benchmark mode, then the eager figures (the
+# float16 Mask R-CNN step among them), the float16 compiled Mask R-CNN step, the rest of CUDA
+# graphs, channels-last and cuDNN benchmark, and gpu-cifar100-families. Before each group of timed
 # compiled runs, one step (warm_compile) runs the same commands once each, several at a time,
 # so that torch.compile's on-disk cache holds their graphs: the timed runs then load them
 # instead of compiling one after another (compiling is CPU work, and the cores are many).
@@ -286,18 +286,22 @@ CORES="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # (nproc alone answ
 WARM_JOBS="${WARM_JOBS:-$(( CORES / 2 < 1 ? 1 : (CORES / 2 > 8 ? 8 : CORES / 2) ))}"
 
 # The first H200 report (2026-11-28) found the compiled targets missed by as much as eager runs
-# miss them (the time follows the operators per step, not the FLOPs): CUDA graphs, which remove
-# the per-kernel launch cost, come next to them, then bf16 with channels-last maps (ResNet18
-# trained only 1.24x faster in bf16 than in fp32 there, and NCHW half-precision convolutions
-# pay layout copies), then cuDNN's benchmark mode (the configs leave it off; PDC's odd widths,
-# 15 to 480 channels, are where cuDNN's heuristic choice of algorithm may be the slow one).
-# The detector's half-precision steps run float16, what --amp gives on CUDA: mmcv 2.1.0 has no
-# bfloat16 CUDA kernel for RoIAlign.
+# miss them (the time follows the operators per step, not the FLOPs). Its continuation
+# (2026-12-04) found neither bf16 channels-last nor cuDNN's benchmark mode moving the compiled
+# ratios (a compiled step keeps the GPU busy 30-54 % of the time), and CUDA graphs, measured
+# by hand after a fix, making PDC's steps GPU-bound (PDC-comp 0.79x, PDC-ResNet18 0.59x fp32),
+# with cuDNN's NCHW/NHWC conversions among PDC-comp's costliest kernels. So CUDA graphs come
+# right after the compiled targets: fp32 and bf16, then channels-last (no conversions), then
+# PDC-cmp; the other runs follow. The detector's half-precision steps run float16, what --amp
+# gives on CUDA: mmcv 2.1.0 has no bfloat16 CUDA kernel for RoIAlign.
 TARGETS=(gpu-in1k-pdc:fp32:compiled gpu-in1k-pdc:bf16:compiled
          gpu-cifar-pdc-comp:fp32:compiled gpu-cifar-pdc-comp:bf16:compiled
          gpu-in1k-pdc-cmp:fp32:compiled gpu-in1k-pdc-cmp:bf16:compiled
          mask-rcnn:fp32:eager mask-rcnn:fp32:compiled
          gpu-in1k-pdc:fp32:cudagraphs gpu-cifar-pdc-comp:fp32:cudagraphs
+         gpu-in1k-pdc:bf16:cudagraphs gpu-cifar-pdc-comp:bf16:cudagraphs
+         gpu-in1k-pdc:fp32:cudagraphs-cl gpu-cifar-pdc-comp:fp32:cudagraphs-cl
+         gpu-in1k-pdc-cmp:fp32:cudagraphs gpu-in1k-pdc-cmp:bf16:cudagraphs
          gpu-in1k-pdc:bf16:compiled-cl gpu-cifar-pdc-comp:bf16:compiled-cl
          gpu-in1k-pdc:fp32:compiled-cudnn gpu-in1k-pdc:bf16:compiled-cl-cudnn)
 # The eager figures need no compile warm-up: they run right after the targets, before the
@@ -307,10 +311,11 @@ EAGER=(gpu-in1k-pdc:fp32:eager gpu-in1k-pdc:bf16:eager
        gpu-cifar-pdc-comp:fp32:eager gpu-cifar-pdc-comp:bf16:eager
        gpu-in1k-pdc-cmp:fp32:eager gpu-in1k-pdc-cmp:bf16:eager mask-rcnn:fp16:eager)
 LATER=(mask-rcnn:fp16:compiled
-       gpu-in1k-pdc:bf16:cudagraphs gpu-cifar-pdc-comp:bf16:cudagraphs
-       gpu-in1k-pdc-cmp:fp32:cudagraphs gpu-in1k-pdc-cmp:bf16:compiled-cl
+       gpu-in1k-pdc:bf16:cudagraphs-cl gpu-cifar-pdc-comp:bf16:cudagraphs-cl
+       gpu-in1k-pdc-cmp:bf16:compiled-cl
        gpu-in1k-pdc:fp32:compiled-cl gpu-in1k-pdc:bf16:eager-cl
        gpu-cifar-pdc-comp:fp32:compiled-cudnn gpu-in1k-pdc-cmp:fp32:compiled-cudnn
+       gpu-cifar100-families:fp32:cudagraphs gpu-cifar100-families:bf16:cudagraphs
        gpu-cifar100-families:fp32:compiled gpu-cifar100-families:bf16:compiled
        gpu-cifar100-families:fp32:eager gpu-cifar100-families:bf16:eager)
 if [ "$QUICK" = 1 ]; then  # (a detector's bf16 step stops in mmcv's CPU nms: no bf16 kernel)

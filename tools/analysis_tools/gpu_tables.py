@@ -227,8 +227,9 @@ def _profile_lines(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List
 
 #: The columns of a preset's table, in order: the first four always, the others when run.
 _MODES = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager', 'fp32:cudagraphs',
-          'bf16:cudagraphs', 'fp32:compiled-cl', 'bf16:compiled-cl', 'bf16:eager-cl',
-          'fp32:compiled-cudnn', 'bf16:compiled-cl-cudnn', 'fp16:compiled', 'fp16:eager']
+          'bf16:cudagraphs', 'fp32:cudagraphs-cl', 'bf16:cudagraphs-cl', 'fp32:compiled-cl',
+          'bf16:compiled-cl', 'bf16:eager-cl', 'fp32:compiled-cudnn', 'bf16:compiled-cl-cudnn',
+          'fp16:compiled', 'fp16:eager']
 
 
 def _resumed_text(report: Dict[str, Any]) -> str:
