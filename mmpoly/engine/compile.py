@@ -139,21 +139,14 @@ class CUDAGraphStepHook(Hook):
     """
     priority = 'VERY_HIGH'
 
-    def __init__(self) -> None:
-        self.marks = 0
-
-    def _mark(self) -> None:
-        torch.compiler.cudagraph_mark_step_begin()
-        self.marks += 1
-
     def before_train_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        self._mark()
+        torch.compiler.cudagraph_mark_step_begin()
 
     def before_val_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        self._mark()
+        torch.compiler.cudagraph_mark_step_begin()
 
     def before_test_iter(self, runner, batch_idx: int, data_batch=None) -> None:
-        self._mark()
+        torch.compiler.cudagraph_mark_step_begin()
 
 
 def apply_compile(runner) -> Any:
