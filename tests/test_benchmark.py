@@ -146,6 +146,7 @@ def test_main_exits_non_zero_on_a_miss(tool, tmp_path, monkeypatch):
     assert json.loads(out.read_text())['passed'] is False
 
 
+@pytest.mark.usefixtures('restore_torch_settings')
 def test_presets_fill_options_and_the_command_line_wins(tool, capsys):
     args = tool.parse_args(['--preset', 'cifar-pdc-comp'])
     assert args.batch_size == 64 and args.threads == 2 and not args.compile
@@ -178,6 +179,20 @@ def test_presets_fill_options_and_the_command_line_wins(tool, capsys):
     assert graphs.no_memory and graphs.max_memory_ratio is None
     assert graphs.min_train_ratio == 0.76
     assert 'training memory not measured (CUDA graphs' in capsys.readouterr().out
+    # what the compiled parts get: mmpoly's inductor defaults, the mode's options, and
+    # --compile-option over them (recorded in the settings of the JSON)
+    graphs = tool.parse_args([MODEL, '--baseline', BASELINE, '--compile', '--compile-mode',
+                              'reduce-overhead', '--compile-option',
+                              'force_layout_optimization=False', '--no-memory'])
+    assert graphs.compile_kwargs == dict(mode='reduce-overhead', options={
+        'force_layout_optimization': False})
+    assert tool.apply_settings(graphs)['compile_options'] == {
+        'triton.cudagraphs': True, 'force_layout_optimization': False}
+    compiled = tool.parse_args(['--preset', 'gpu-in1k-pdc', '--device', 'cpu'])
+    assert compiled.compile_kwargs == {}
+    assert tool.apply_settings(compiled)['compile_options'] == {
+        'force_layout_optimization': True}
+    assert tool.apply_settings(eager)['compile_options'] is None
     for preset in tool.PRESETS:  # every preset names existing configs
         args = tool.parse_args(['--preset', preset, '--device', 'cpu'])
         assert all(os.path.isfile(c) for c in [args.baseline, *args.configs])
@@ -204,6 +219,16 @@ def test_presets_fill_options_and_the_command_line_wins(tool, capsys):
      'reduce-overhead'),
     ([MODEL, '--baseline', BASELINE, '--cudnn-benchmark'],
      "--cudnn-benchmark needs --device cuda (cuDNN is CUDA's)"),
+    ([MODEL, '--baseline', BASELINE, '--compile-option', 'max_autotune=True'],
+     '--compile-option needs --compile'),
+    ([MODEL, '--baseline', BASELINE, '--compile', '--compile-option', 'max_autotune'],
+     "--compile-option: expected KEY=VALUE, got 'max_autotune'"),
+    ([MODEL, '--baseline', BASELINE, '--compile', '--compile-backend', 'aot_eager',
+      '--compile-option', 'max_autotune=True'],
+     "--compile-option: options are inductor's; --compile-backend is aot_eager"),
+    ([MODEL, '--baseline', BASELINE, '--compile', '--compile-option', 'triton.cudagraphs=True',
+      '--max-memory-ratio', '1.3'], 'training memory is not measurable with --compile-option '
+     'triton.cudagraphs=True'),
 ])
 def test_bad_options(tool, capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:

@@ -19,9 +19,10 @@ from mmengine.optim import build_optim_wrapper
 from test_tools import free_port, make_fashion_mnist_subset, run_tool, train, write_config
 
 from mmpoly.engine import load_checkpoint_file
-from mmpoly.engine.compile import (CompileCountHook, CPUAutocastOptimWrapper, CUDAGraphStepHook,
-                                   apply_compile, compile_kwargs, compile_model_parts,
-                                   configure_amp, split_parts, uses_cuda_graphs)
+from mmpoly.engine.compile import (INDUCTOR_DEFAULTS, CompileCountHook, CPUAutocastOptimWrapper,
+                                   CUDAGraphStepHook, apply_compile, compile_kwargs,
+                                   compile_model_parts, configure_amp, split_parts,
+                                   torch_compile_kwargs, uses_cuda_graphs)
 from mmpoly.utils.complexity import build_model
 
 AOT_EAGER = "\ncompile_model = dict(backend='aot_eager')\n"
@@ -63,6 +64,97 @@ def test_compile_kwargs():
         compile_kwargs(dict(speed=1))
     with pytest.raises(ValueError, match="compile_model must be True, False or a dict"):
         compile_kwargs('yes')
+
+
+def test_torch_compile_kwargs():
+    """With inductor, compile_model's mode becomes its options (torch.compile refuses a mode
+    and options together), mmpoly's INDUCTOR_DEFAULTS are added, and compile_model's own
+    options win; other backends get their kwargs unchanged."""
+    layout = {'force_layout_optimization': True}
+    assert INDUCTOR_DEFAULTS == layout
+    assert torch_compile_kwargs({}) == dict(options=layout)
+    assert torch_compile_kwargs(dict(mode='reduce-overhead', dynamic=False)) == dict(
+        dynamic=False, options={'triton.cudagraphs': True, **layout})
+    assert torch_compile_kwargs(dict(mode='max-autotune', options={
+        'triton.cudagraphs': False, 'force_layout_optimization': False})) == dict(options={
+            'max_autotune': True, 'coordinate_descent_tuning': True,
+            'triton.cudagraphs': False, 'force_layout_optimization': False})
+    assert torch_compile_kwargs(dict(backend='aot_eager', mode='default')) == dict(
+        backend='aot_eager', mode='default')
+    with pytest.raises(ValueError, match=r"compile_model: mode 'fast' is not a torch.compile "
+                                         r"mode; allowed: \['default', "):
+        torch_compile_kwargs(dict(mode='fast'))
+    # the call that apply_compile logs and compile_model_parts makes: torch accepts it
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    model.compile(**torch_compile_kwargs(dict(mode='reduce-overhead')))
+
+
+@pytest.mark.filterwarnings('ignore:TF32 acceleration on top of oneDNN')
+def test_compiled_pdc_graphs_are_laid_out_channels_last_as_resnet_graphs(monkeypatch):
+    """Inductor's own rule (the CUDA one; on the CPU oneDNN's rule, channels-last always,
+    comes first and is switched off here) leaves a graph NCHW when a convolution with a kernel
+    over 1×1 halves its channels, as PDC factors do (here 32 -> 16, 3×3), and lays ResNet's
+    graphs out channels-last: on an H200 PDC-comp's compiled steps then spent 1.46 of 8.9 ms in
+    cuDNN's NCHW <-> NHWC conversions. With mmpoly's compile (INDUCTOR_DEFAULTS) the PDC graph
+    is laid out channels-last. The decision is read where inductor makes it
+    (``GraphLowering.decide_layout_opt`` of the forward graph); the compile stops there."""
+    from torch._inductor.graph import GraphLowering
+    decide = GraphLowering.decide_layout_opt
+    decisions: List[bool] = []
+
+    class Decided(Exception):
+        pass
+
+    def record(gm, *, is_inference: bool) -> bool:
+        decisions.append(decide(gm, is_inference=is_inference))
+        raise Decided
+
+    monkeypatch.setattr(GraphLowering, 'decide_layout_opt', staticmethod(record))
+
+    def channels_last(config: str, mmpoly_compile: bool) -> bool:
+        cfg = Config.fromfile(str(REPO / 'configs' / config))
+        cfg.model.data_preprocessor = cfg.data_preprocessor
+        model = build_model(cfg).train()
+        torch._dynamo.reset()
+        if mmpoly_compile:
+            compile_model_parts(model, {})
+        else:
+            model.backbone.compile()  # torch.compile's defaults
+        with torch.backends.mkldnn.flags(enabled=False), pytest.raises(Exception) as raised:
+            model(torch.randn(2, 1, 28, 28), mode='tensor')
+        torch._dynamo.reset()
+        assert 'Decided' in repr(raised.value), raised.value
+        return decisions.pop()
+
+    pdc, resnet = 'pdc_resnet8_1xb128_fashion-mnist.py', 'resnet8_1xb128-1400i_fashion-mnist.py'
+    assert channels_last(resnet, mmpoly_compile=False)
+    assert not channels_last(pdc, mmpoly_compile=False)
+    assert channels_last(pdc, mmpoly_compile=True)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings('ignore:TF32 acceleration on top of oneDNN')
+def test_channels_last_inductor_graphs_compute_the_eager_step():
+    """The compiled parts as mmpoly compiles them, generated by inductor (C++ on the CPU, with
+    oneDNN off as a GPU has it: aten convolutions in the channels-last layout that
+    INDUCTOR_DEFAULTS forces), give the eager model's outputs and gradients (up to a minute
+    here, most of it code generation)."""
+    torch.manual_seed(0)
+    eager = _tiny_classifier().train()
+    compiled = _tiny_classifier().train()
+    compiled.load_state_dict(eager.state_dict())
+    torch._dynamo.reset()
+    compile_model_parts(compiled, {})
+    x = torch.randn(4, 1, 28, 28)
+    with torch.backends.mkldnn.flags(enabled=False):
+        out = compiled(x, mode='tensor')
+        out.square().sum().backward()
+    torch._dynamo.reset()
+    expected = eager(x, mode='tensor')
+    expected.square().sum().backward()
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    for (name, param), twin in zip(eager.named_parameters(), compiled.parameters()):
+        torch.testing.assert_close(twin.grad, param.grad, rtol=1e-3, atol=1e-5, msg=name)
 
 
 def test_configure_amp():
@@ -165,7 +257,11 @@ def test_cuda_graph_modes_mark_every_iteration(monkeypatch):
     assert not uses_cuda_graphs(dict(mode='max-autotune',
                                      options={'triton.cudagraphs': False}))
     assert not any(uses_cuda_graphs(k) for k in (None, {}, dict(mode='default'),
-                                                 dict(mode='max-autotune-no-cudagraphs')))
+                                                 dict(mode='max-autotune-no-cudagraphs'),
+                                                 dict(mode='reduce-overhead',
+                                                      backend='aot_eager')))
+    assert uses_cuda_graphs(dict(options={'triton.cudagraphs': True}))
+    assert uses_cuda_graphs(dict(backend='cudagraphs'))
 
     class FakeRunner:  # what apply_compile uses of mmengine's Runner
         def __init__(self, compile_model):

@@ -6,6 +6,8 @@ data preprocessor, the losses, mmengine's ``train_step`` and the optimizer step 
 a learning-rate change (a Python float in the optimizer) never reaches a compiled graph and
 causes no recompilation, DDP wraps the same modules as without compiling, and the state dict
 keeps its keys (no ``_orig_mod.`` prefix): checkpoints load into compiled and eager runs alike.
+With inductor, :func:`torch_compile_kwargs` adds :data:`INDUCTOR_DEFAULTS` (channels-last
+layout) to the options.
 
 Not imported by ``mmpoly.engine``: ``tools/train.py`` imports it (``import mmpoly.engine.compile``
 registers :class:`CPUAutocastOptimWrapper` in mmengine's ``OPTIM_WRAPPERS``).
@@ -24,8 +26,9 @@ from mmengine.registry import OPTIM_WRAPPERS
 from torch import nn
 
 __all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CUDAGraphStepHook', 'CompileCountHook',
-           'apply_compile', 'compile_count', 'compile_kwargs', 'compile_model_parts',
-           'configure_amp', 'split_parts', 'uses_cuda_graphs']
+           'INDUCTOR_DEFAULTS', 'apply_compile', 'compile_count', 'compile_kwargs',
+           'compile_model_parts', 'configure_amp', 'split_parts', 'torch_compile_kwargs',
+           'uses_cuda_graphs']
 
 #: The model attributes that are compiled when present (classifiers: backbone, neck, head;
 #: detectors: backbone, neck). Detector heads (``rpn_head``, ``roi_head``) stay eager: their
@@ -54,13 +57,53 @@ def compile_kwargs(value: Any) -> Optional[Dict[str, Any]]:
                      f'({", ".join(COMPILE_KEYS)}), got {value!r}')
 
 
+#: Inductor options that the compiled parts get unless ``compile_model``'s ``options`` set them.
+#: ``force_layout_optimization``: inductor lays a graph's maps out channels-last (NHWC, the
+#: layout of cuDNN's fast convolution kernels) by its own rules, one of which leaves a graph
+#: NCHW if a convolution with a kernel over 1×1 halves its channels or more. PDC-comp's factors
+#: do (128 -> 64, 256 -> 128, 3×3), so on CUDA its compiled graphs stayed NCHW while
+#: ResNet18's went channels-last, and
+#: cuDNN converted the maps before and after its NHWC kernels (nchwToNhwc / nhwcToNchw among
+#: PDC-comp's costliest kernels on an H200, 2026-12-04). Forced, every model is laid out as
+#: ResNet18 is. On the CPU inductor lays out channels-last anyway (oneDNN's rule comes first).
+#: Graph outputs keep the eager strides (inductor's ``keep_output_stride``): mmcv's RoIAlign,
+#: which reads NCHW memory, gets NCHW maps.
+INDUCTOR_DEFAULTS: Dict[str, Any] = {'force_layout_optimization': True}
+
+
+def torch_compile_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The ``torch.compile`` keyword arguments of :func:`compile_kwargs`' ``kwargs``.
+
+    With inductor (the default backend): a ``mode`` becomes the options it stands for
+    (``torch._inductor.list_mode_options``; torch.compile takes a mode or options, not both),
+    then :data:`INDUCTOR_DEFAULTS`, then ``kwargs['options']`` (which win) make ``options``.
+    Other backends get ``kwargs`` as they are. Example: ``{'mode': 'reduce-overhead'}`` ->
+    ``{'options': {'triton.cudagraphs': True, 'force_layout_optimization': True}}``.
+    """
+    kwargs = dict(kwargs)
+    if kwargs.get('backend', 'inductor') != 'inductor':
+        return kwargs
+    from torch._inductor import list_mode_options
+    mode = kwargs.pop('mode', None) or 'default'
+    modes = list(list_mode_options())
+    if mode not in modes:
+        raise ValueError(f'compile_model: mode {mode!r} is not a torch.compile mode; '
+                         f'allowed: {modes}')
+    kwargs['options'] = {**list_mode_options(mode, kwargs.get('dynamic')),
+                         **INDUCTOR_DEFAULTS, **(kwargs.get('options') or {})}
+    return kwargs
+
+
 def uses_cuda_graphs(kwargs: Optional[Dict[str, Any]]) -> bool:
-    """Whether ``torch.compile(**kwargs)`` records CUDA graphs: its modes ``reduce-overhead``
-    and ``max-autotune`` do (on CUDA tensors), unless ``options`` turns ``triton.cudagraphs``
-    off."""
-    if not kwargs or kwargs.get('mode') not in ('reduce-overhead', 'max-autotune'):
+    """Whether ``torch.compile`` with :func:`compile_kwargs`' ``kwargs`` records CUDA graphs
+    (on CUDA tensors): inductor with ``triton.cudagraphs``, which its modes
+    ``reduce-overhead`` and ``max-autotune`` set, or dynamo's ``cudagraphs`` backend."""
+    if kwargs is None:
         return False
-    return (kwargs.get('options') or {}).get('triton.cudagraphs', True) is not False
+    kwargs = torch_compile_kwargs(kwargs)
+    if 'options' not in kwargs:  # not inductor
+        return kwargs.get('backend') == 'cudagraphs'
+    return bool(kwargs['options'].get('triton.cudagraphs'))
 
 
 def split_parts(model: nn.Module) -> Tuple[List[str], List[str]]:
@@ -75,7 +118,8 @@ def split_parts(model: nn.Module) -> Tuple[List[str], List[str]]:
 
 
 def compile_model_parts(model: nn.Module, kwargs: Dict[str, Any]) -> Tuple[List[str], List[str]]:
-    """Compile ``model``'s backbone / neck / head in place; return (compiled, eager) names.
+    """Compile ``model``'s backbone / neck / head in place with ``torch.compile(
+    **torch_compile_kwargs(kwargs))``; return (compiled, eager) names.
 
     ``model`` may be wrapped (DDP, mmengine's wrappers): its ``module`` is compiled, which the
     wrapper calls. ``nn.Module.compile`` keeps parameters, buffers and state-dict keys.
@@ -85,8 +129,8 @@ def compile_model_parts(model: nn.Module, kwargs: Dict[str, Any]) -> Tuple[List[
     if not compiled:
         raise ValueError(f'compile_model: {type(inner).__name__} has none of '
                          f'{list(COMPILED_PARTS)} to compile')
-    for name in compiled:
-        getattr(inner, name).compile(**kwargs)
+    for name in compiled:  # (torch.compile pops keys of its options: a copy each)
+        getattr(inner, name).compile(**torch_compile_kwargs(kwargs))
     return compiled, eager
 
 
@@ -160,8 +204,9 @@ def apply_compile(runner) -> Any:
                          'compile=True compiles train_step with the optimizer step (it '
                          'recompiles on every learning-rate change); keep compile_model only')
     compiled, eager = compile_model_parts(runner.model, kwargs)
+    call = torch_compile_kwargs(kwargs)
     runner.logger.info(
-        f'compile_model: torch.compile({", ".join(f"{k}={v!r}" for k, v in kwargs.items())}) '
+        f'compile_model: torch.compile({", ".join(f"{k}={v!r}" for k, v in call.items())}) '
         f'of {", ".join(compiled)}; eager: '
         f'{", ".join(eager + ["data preprocessor", "losses", "optimizer step"])}')
     runner.register_hook(CompileCountHook())

@@ -33,6 +33,7 @@ random boxes with box-shaped masks per image. Weights are randomly initialised (
 (``--min-train-ratio`` …, or a ``--preset``) make the tool exit with status 1 on a miss.
 """
 import argparse
+import ast
 import contextlib
 import copy
 import ctypes
@@ -55,7 +56,8 @@ from mmengine.optim import build_optim_wrapper
 from torch import nn
 
 from mmpoly.deploy import inference_copy, is_detector
-from mmpoly.engine.compile import compile_model_parts, uses_cuda_graphs
+from mmpoly.engine.compile import (compile_model_parts, torch_compile_kwargs,
+                                   uses_cuda_graphs)
 from mmpoly.engine.memory_format import to_channels_last
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
@@ -122,6 +124,18 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _compile_option(text: str) -> Tuple[str, Any]:
+    """``KEY=VALUE`` of ``--compile-option``: VALUE a Python literal (True, 3, 'max'), else the
+    text itself."""
+    key, sep, value = text.partition('=')
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {text!r}')
+    try:
+        return key, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key, value
+
+
 def _non_negative_int(value: str) -> int:
     number = int(value)
     if number < 0:
@@ -167,6 +181,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--compile-backend', choices=['inductor', 'aot_eager', 'eager'],
                         help='torch.compile backend with --compile (inductor; aot_eager and '
                         'eager capture the same graphs without code generation)')
+    parser.add_argument('--compile-option', action='append', default=[], metavar='KEY=VALUE',
+                        type=_compile_option,
+                        help='an inductor option with --compile, over mmpoly\'s defaults '
+                        '(mmpoly.engine.compile.INDUCTOR_DEFAULTS), e.g. '
+                        'force_layout_optimization=False; repeatable')
     parser.add_argument('--eager', action='store_true',
                         help='measure a compiling preset\'s models eager, without its targets '
                         '(the eager figures beside the compiled ones)')
@@ -217,19 +236,32 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                   if key not in (*TARGETS, 'floors', 'compile')}
     args.compile = args.compile or bool(preset.get('compile'))
     args.floors = dict(preset.get('floors', {}))
-    for option in ('compile_mode', 'compile_backend'):
-        if getattr(args, option) is not None and not args.compile:
+    for option in ('compile_mode', 'compile_backend', 'compile_option'):
+        if getattr(args, option) not in (None, []) and not args.compile:
             parser.error(f'--{option.replace("_", "-")} needs --compile')
-    if args.compile and uses_cuda_graphs(dict(mode=args.compile_mode)) and not args.no_memory:
+    if args.compile_option and args.compile_backend not in (None, 'inductor'):
+        parser.error(f'--compile-option: options are inductor\'s; --compile-backend is '
+                     f'{args.compile_backend}')
+    args.compile_kwargs = None
+    if args.compile:  # the compile_model value of tools/train.py
+        args.compile_kwargs = {} if args.compile_mode in (None, 'default') else dict(
+            mode=args.compile_mode)
+        if args.compile_backend not in (None, 'inductor'):
+            args.compile_kwargs['backend'] = args.compile_backend
+        if args.compile_option:
+            args.compile_kwargs['options'] = dict(args.compile_option)
+    if uses_cuda_graphs(args.compile_kwargs) and not args.no_memory:
         # CUDA graphs allocate from a private pool when they are recorded: a step's rise of
         # max_memory_allocated does not show their memory (it read 0.22x on 2026-12-04)
+        graphs = f'--compile-mode {args.compile_mode}' if args.compile_mode not in (
+            None, 'default') else \
+            '--compile-option triton.cudagraphs=True'
         if args.max_memory_ratio is not None:
             parser.error(f'--max-memory-ratio: training memory is not measurable with '
-                         f'--compile-mode {args.compile_mode} (CUDA graphs allocate from a '
-                         f'private pool); measure it with --compile-mode default')
-        print(f'benchmark.py: --compile-mode {args.compile_mode}: training memory not measured '
-              f'(CUDA graphs allocate from a private pool); the memory target is dropped',
-              flush=True)
+                         f'{graphs} (CUDA graphs allocate from a private pool); measure it '
+                         f'with --compile-mode default')
+        print(f'benchmark.py: {graphs}: training memory not measured (CUDA graphs allocate '
+              f'from a private pool); the memory target is dropped', flush=True)
         args.no_memory = True
     if args.no_memory:  # a preset's memory target is dropped with the measurement
         preset = {key: value for key, value in preset.items() if key != 'max_memory_ratio'}
@@ -289,6 +321,8 @@ def apply_settings(args: argparse.Namespace) -> Dict[str, Any]:
         compile=args.compile,
         compile_mode=args.compile_mode if args.compile else None,
         compile_backend=(args.compile_backend or 'inductor') if args.compile else None,
+        compile_options=(torch_compile_kwargs(args.compile_kwargs).get('options')
+                         if args.compile else None),
         cuda=torch.version.cuda,
         date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
         fuse=args.fuse,
@@ -396,17 +430,14 @@ def setup(config: str, args: argparse.Namespace, with_flops: bool = True) -> Ben
     optim_wrapper = build_optim_wrapper(model, optim_cfg)
     infer_model = inference_copy(model) if args.fuse else model
     if args.compile:
-        kwargs = {} if args.compile_mode in (None, 'default') else dict(mode=args.compile_mode)
-        if args.compile_backend not in (None, 'inductor'):
-            kwargs['backend'] = args.compile_backend
-        compile_model_parts(model, kwargs)
+        compile_model_parts(model, args.compile_kwargs)
         if infer_model is not model:
-            compile_model_parts(infer_model, kwargs)
+            compile_model_parts(infer_model, args.compile_kwargs)
     cpu_autocast = args.amp and args.device == 'cpu'
     # CUDA graphs (modes reduce-overhead, max-autotune) reuse their output buffers: each step
     # tells torch a new iteration begins (as CUDAGraphStepHook does in tools/train.py), else
     # reading the last step's outputs is an error
-    graphs = args.compile and uses_cuda_graphs(kwargs)
+    graphs = uses_cuda_graphs(args.compile_kwargs)
 
     def train_step() -> None:
         model.train()

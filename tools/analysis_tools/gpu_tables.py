@@ -225,6 +225,20 @@ def _profile_lines(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List
     return lines
 
 
+def _layout_note(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List[str]:
+    """A line naming the compiled runs measured before ``benchmark.py`` recorded its inductor
+    options (``settings.compile_options``): inductor's own rule chose their layout, not
+    mmpoly's channels-last default (``mmpoly.engine.compile.INDUCTOR_DEFAULTS``)."""
+    older = [m.replace(':', ' ') for m in modes if m in results
+             and results[m]['settings'].get('compile_backend') == 'inductor'
+             and 'compile_options' not in results[m]['settings']]
+    if not older:
+        return []
+    return ['', f"Compiled before the channels-last layout default (inductor's own rule laid "
+            f"out each graph; it leaves a graph NCHW when a convolution over 1×1 halves its "
+            f"channels, as PDC-comp's factors do): {', '.join(older)}."]
+
+
 #: The columns of a preset's table, in order: the first four always, the others when run.
 _MODES = ['fp32:compiled', 'bf16:compiled', 'fp32:eager', 'bf16:eager', 'fp32:cudagraphs',
           'bf16:cudagraphs', 'fp32:cudagraphs-cl', 'bf16:cudagraphs-cl', 'fp32:compiled-cl',
@@ -276,6 +290,7 @@ def tables(report: Dict[str, Any]) -> str:
             targets = ' / '.join(_checks_text(results[m], entry['config']) for m in checked)
             lines.append(f"| {osp.basename(entry['config'])} | {_ratio(entry['ratios']['flops'])}"
                          f" | {' | '.join(cells)} | {memory} | {targets or '–'} |")
+        lines += _layout_note(results, modes)
         lines += _profile_lines(results, modes)
         speeds = [(m.replace(':', ' '), results[m]['models'][0]) for m in modes if m in results]
         lines += ['', f"Baseline {osp.basename(first['models'][0]['config'])}: " + ', '.join(
