@@ -62,6 +62,15 @@ def test_report_and_tables(gen, tmp_path):
     _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:cudagraphs', profiled)
     _record(gen, parts, 'bench:gpu-in1k-pdc:bf16:compiled-cl', _bench(0.97, 1.01, True))
     _record(gen, parts, 'bench:gpu-in1k-pdc:fp32:cudagraphs-cl', _bench(0.94, 1.02, True))
+
+    def convs(config, train_s, macs):
+        return dict(config=config, calls=2, macs=macs, train_s=train_s, forward_s=train_s / 3,
+                    shapes=[dict(text='60->15 1x1 s1 @56x56', calls=2, train_s=train_s / 2,
+                                 train_gmacs=123.4)])
+    _record(gen, parts, 'convs:gpu-in1k-pdc:fp32', dict(
+        settings=dict(channels_last=True, batch_size=32),
+        models=[convs('configs/resnet18_8xb32_in1k.py', 0.004, 100),
+                convs('configs/pdc_resnet18_8xb32_in1k.py', 0.006, 92)]))
     _record(gen, parts, 'finetune', seconds=120)
     _record(gen, parts, 'finetune_eval', {'coco/bbox_mAP': 0.412, 'coco/segm_mAP': 0.388})
     _record(gen, parts, 'bench:gpu-cifar100-families:fp32:compiled', status='skipped',
@@ -99,6 +108,10 @@ def test_report_and_tables(gen, tmp_path):
             'GPU busy 6.0 ms (50 % of the step); pdc_resnet18_8xb32_in1k.py 651 kernels, GPU '
             'busy 6.0 ms (25 % of the step).') in text
     assert 'COCO bbox mAP 0.412, segm mAP 0.388' in text and '(120 s)' in text
+    assert ('| gpu-in1k-pdc:fp32, channels-last, batch 32 | pdc_resnet18_8xb32_in1k.py | '
+            '6.00 ms | 1.50× / 0.92× | 60->15 1x1 s1 @56x56 ×2: 6.00 ms, 123 GMAC/s |') in text
+    assert ('| gpu-in1k-pdc:fp32, channels-last, batch 32 | resnet18_8xb32_in1k.py | 4.00 ms | '
+            'baseline |') in text
     assert ('Steps not completed: bench:gpu-in1k-pdc:bf16:eager (failed (exit 1)); '
             'bench:gpu-cifar100-families:fp32:compiled (skipped).') in text
 
@@ -244,7 +257,11 @@ def test_cpu_dry_run(tmp_path):
     # the Fashion-COCO training beside the compile warm-up, then the targets, then the rest
     assert list(steps) == ['mmcv_check', 'fashion_coco', 'finetune', 'finetune_eval',
                            'warm_compile:1', 'bench:gpu-in1k-pdc:fp32:compiled',
-                           'bench:mask-rcnn:fp32:compiled', 'bench:gpu-in1k-pdc:bf16:eager-cl']
+                           'bench:mask-rcnn:fp32:compiled', 'convs:gpu-in1k-pdc:fp32',
+                           'bench:gpu-in1k-pdc:bf16:eager-cl']
+    convs = steps['convs:gpu-in1k-pdc:fp32']['result']  # conv_shapes.py, channels-last
+    assert convs['settings']['channels_last'] and convs['settings']['batch_size'] == 2
+    assert [m['calls'] for m in convs['models']] == [20, 44]  # ResNet18, PDC-ResNet18
     compiled = steps['bench:gpu-in1k-pdc:fp32:compiled']['result']
     # benchmark.py exits 1 on a missed target: recorded as such, the run goes on
     assert steps['bench:gpu-in1k-pdc:fp32:compiled']['status'] == (

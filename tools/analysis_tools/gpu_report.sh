@@ -354,6 +354,22 @@ step finetune_eval "$PY" tools/test.py "$DET_CFG" "$CKPT" --work-dir "$PARTS/fin
 # 3. The targets, timed once the warm-up is done.
 timed "${TARGETS[@]}"
 
+# 3b. The convolutions alone, shape by shape, channels-last as the compiled graphs lay them out
+# (conv_shapes.py): whether PDC's kernel time (8.4 against ResNet18's 4.7 ms a step with CUDA
+# graphs on 2026-12-04) is in its convolutions, and in which shapes (its widths of 15 to 480).
+CONVS=(gpu-in1k-pdc:fp32 gpu-in1k-pdc:bf16 gpu-cifar-pdc-comp:fp32 gpu-in1k-pdc-cmp:fp32)
+if [ "$DEVICE" = cpu ]; then
+    CONV_SIZE=(--device cpu --batch-size 2 --input-size 32 32 --min-run-time 0.01)
+else
+    CONV_SIZE=()
+fi
+[ "$QUICK" = 0 ] || CONVS=(gpu-in1k-pdc:fp32)
+for spec in "${CONVS[@]}"; do
+    DTYPE=(); [ "${spec##*:}" != bf16 ] || DTYPE=(--dtype bfloat16)
+    step "convs:$spec" "$PY" tools/analysis_tools/conv_shapes.py --preset "${spec%%:*}" \
+        --channels-last "${CONV_SIZE[@]}" "${DTYPE[@]}" --json "$PARTS/convs:$spec.json"
+done
+
 # 4. The eager figures beside them (no warm-up: nothing to compile), then the float16 compiled
 # detector step, the rest of CUDA graphs, channels-last and cuDNN benchmark, the CIFAR-100
 # families.

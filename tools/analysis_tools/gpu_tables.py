@@ -225,6 +225,37 @@ def _profile_lines(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List
     return lines
 
 
+def _conv_lines(report: Dict[str, Any], top: int = 3) -> List[str]:
+    """A table of the ``conv_shapes.py`` steps (``convs:PRESET:PRECISION``): each model's
+    convolutions alone per training step (forward and backward), as ratios to the baseline's
+    (time and MACs), and its costliest shapes."""
+    rows = []
+    for step in report['steps']:
+        if not step['name'].startswith('convs:') or step['result'] is None:
+            continue
+        result = step['result']
+        s = result['settings']
+        run = (f"{step['name'].split(':', 1)[1]}, "
+               f"{'channels-last' if s['channels_last'] else 'NCHW'}, batch {s['batch_size']}")
+        base = result['models'][0]
+        for model in result['models']:
+            shapes = '; '.join(
+                f"{row['text']} ×{row['calls']}: {1e3 * row['calls'] * row['train_s']:.2f} ms, "
+                f"{row['train_gmacs']:.0f} GMAC/s" for row in model['shapes'][:top])
+            ratios = ('baseline' if model is base else
+                      f"{model['train_s'] / base['train_s']:.2f}× / "
+                      f"{model['macs'] / base['macs']:.2f}×")
+            rows.append(f"| {run} | {osp.basename(model['config'])} | "
+                        f"{1e3 * model['train_s']:.2f} ms | {ratios} | {shapes} |")
+    if not rows:
+        return []
+    return ['**Convolutions alone** (`conv_shapes.py`: each shape timed alone, forward and '
+            'backward, × its calls per training step)', '',
+            '| run | model | time per step | time / MACs, ratio to the baseline | '
+            f'costliest {top} shapes (calls: time per step, rate) |',
+            '|---|---|---|---|---|', *rows, '']
+
+
 def _layout_note(results: Dict[str, Dict[str, Any]], modes: List[str]) -> List[str]:
     """A line naming the compiled runs measured before ``benchmark.py`` recorded its inductor
     options (``settings.compile_options``): inductor's own rule chose their layout, not
@@ -296,6 +327,7 @@ def tables(report: Dict[str, Any]) -> str:
         lines += ['', f"Baseline {osp.basename(first['models'][0]['config'])}: " + ', '.join(
             f"{mode} {base['train_images_per_s']:.4g} / {base['infer_images_per_s']:.4g} images/s"
             for mode, base in speeds) + '.', '']
+    lines += _conv_lines(report)
     evaluation = next((s for s in report['steps'] if s['name'] == 'finetune_eval'), None)
     train = next((s for s in report['steps'] if s['name'] == 'finetune'), None)
     if evaluation and evaluation['result']:
