@@ -112,9 +112,7 @@ def test_compiled_pdc_graphs_are_laid_out_channels_last_as_resnet_graphs(monkeyp
     monkeypatch.setattr(GraphLowering, 'decide_layout_opt', staticmethod(record))
 
     def channels_last(config: str, mmpoly_compile: bool) -> bool:
-        cfg = Config.fromfile(str(REPO / 'configs' / config))
-        cfg.model.data_preprocessor = cfg.data_preprocessor
-        model = build_model(cfg).train()
+        model = _tiny_classifier(config).train()
         torch._dynamo.reset()
         if mmpoly_compile:
             compile_model_parts(model, {})
@@ -175,8 +173,8 @@ def test_configure_amp():
         configure_amp(cfg, cuda=False)
 
 
-def _tiny_classifier() -> torch.nn.Module:
-    cfg = Config.fromfile(str(REPO / 'configs' / 'pdc_resnet8_1xb128_fashion-mnist.py'))
+def _tiny_classifier(config: str = 'pdc_resnet8_1xb128_fashion-mnist.py') -> torch.nn.Module:
+    cfg = Config.fromfile(str(REPO / 'configs' / config))
     cfg.model.data_preprocessor = cfg.data_preprocessor
     return build_model(cfg)
 

@@ -42,9 +42,6 @@ from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import build_model, default_input_shape
 
-_DTYPES = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}
-
-
 def _benchmark_tool():
     """``benchmark.py`` of this folder (its presets and config lookup)."""
     path = osp.join(osp.dirname(osp.abspath(__file__)), 'benchmark.py')
@@ -169,7 +166,7 @@ def measure_model(config: str, args: argparse.Namespace) -> Dict[str, Any]:
     rows = []
     for conv, count in calls.items():
         forward_s, train_s = time_shape(conv, args.batch_size, args.device,
-                                        _DTYPES[args.dtype], args.channels_last,
+                                        getattr(torch, args.dtype), args.channels_last,
                                         args.min_run_time)
         macs = conv.macs(args.batch_size)
         rows.append(dict(shape=asdict(conv), text=conv.text(), calls=count, macs=macs,
@@ -195,7 +192,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='image size (default: the config\'s)')
     parser.add_argument('--device', choices=['cpu', 'cuda'],
                         help='cpu or cuda (the preset\'s, or cpu)')
-    parser.add_argument('--dtype', choices=sorted(_DTYPES), default='float32',
+    parser.add_argument('--dtype', choices=['float32', 'bfloat16', 'float16'],
+                        default='float32',
                         help='the convolutions\' dtype (bfloat16 / float16: what autocast '
                         'gives them)')
     parser.add_argument('--channels-last', action='store_true',
