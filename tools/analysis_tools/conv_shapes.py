@@ -42,6 +42,7 @@ from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import build_model, default_input_shape
 
+
 def _benchmark_tool():
     """``benchmark.py`` of this folder (its presets and config lookup)."""
     path = osp.join(osp.dirname(osp.abspath(__file__)), 'benchmark.py')
