@@ -1,5 +1,7 @@
 """Every residual-family config of the paper's tables builds with a pinned parameter count, and
 the rows claimed to reproduce the paper round to the paper's figure."""
+from pathlib import Path
+
 import pytest
 from helpers import CONFIGS, build_from_config, load_tool
 from mmengine.config import Config
@@ -118,3 +120,32 @@ def test_get_flops_tool_prints_params_and_flops(capsys):
                '--no-flops'])
     out = capsys.readouterr().out
     assert 'params: 4,257,223' in out and 'flops' not in out  # the head's 2,570 left out
+
+
+def test_get_flops_counts_fashion_mnist_configs_at_28x28_as_the_zoo_table(capsys):
+    """A Fashion-MNIST config's FLOPs by default are those of its 28×28 images (the zoo table's,
+    docs/en/model_zoo.md), not of the 32×32 of CIFAR whose backbone it shares; the data regimes'
+    subset wrappers read through to the wrapped dataset."""
+    from mmpoly.utils.complexity import dataset_class
+    tool = load_tool('analysis_tools/get_flops')
+    table = (Path(__file__).parents[1] / 'docs' / 'en' / 'model_zoo.md').read_text()
+    rows = [line.split('|') for line in table.splitlines()
+            if line.startswith('| ') and '_fashion-mnist' in line]
+    assert len(rows) == 17
+    for row in rows:
+        config = row[3].strip().strip('`')
+        tool.main([str(CONFIGS / f'{config}.py')])
+        out = capsys.readouterr().out
+        assert 'input shape: (1, 28, 28)' in out, (config, out)
+        flops = int(out.split('flops: ')[1].split()[0].replace(',', ''))
+        assert f'{flops / 1e6:.1f}' == row[5].strip(), (config, flops, row[5])
+    lt = Config.fromfile(str(CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist-lt-if100.py'))
+    lt = Config(dict(model=lt.model, train_dataloader=lt.train_dataloader))  # only the training set
+    assert lt.train_dataloader.dataset.type == 'LongTailedDataset'
+    assert dataset_class(lt).__name__ == 'LocalFashionMNIST'
+    # the other data keep their sizes: CIFAR, Speech Commands' 1×32×32 spectrograms, ImageNet
+    for config, shape in [('resnet18_1xb128_cifar10.py', '(3, 32, 32)'),
+                          ('pdc_resnet18_1xb128_speech-commands.py', '(1, 32, 32)'),
+                          ('pdc_resnet18_8xb32_in1k.py', '(3, 224, 224)')]:
+        tool.main([str(CONFIGS / config), '--no-flops'])
+        assert f'input shape: {shape}' in capsys.readouterr().out, config
