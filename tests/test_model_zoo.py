@@ -7,7 +7,7 @@ from helpers import CONFIGS, build_from_config, load_tool
 from mmengine.config import Config
 
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.complexity import count_params
+from mmpoly.utils.complexity import count_params, default_input_shape
 from mmpoly.zoo import paper_rows
 from mmpoly.zoo.resnet_family import RESNET_ROWS
 
@@ -126,7 +126,6 @@ def test_get_flops_counts_fashion_mnist_configs_at_28x28_as_the_zoo_table(capsys
     """A Fashion-MNIST config's FLOPs by default are those of its 28×28 images (the zoo table's,
     docs/en/model_zoo.md), not of the 32×32 of CIFAR whose backbone it shares; the data regimes'
     subset wrappers read through to the wrapped dataset."""
-    from mmpoly.utils.complexity import dataset_class
     tool = load_tool('analysis_tools/get_flops')
     table = (Path(__file__).parents[1] / 'docs' / 'en' / 'model_zoo.md').read_text()
     rows = [line.split('|') for line in table.splitlines()
@@ -140,9 +139,9 @@ def test_get_flops_counts_fashion_mnist_configs_at_28x28_as_the_zoo_table(capsys
         flops = int(out.split('flops: ')[1].split()[0].replace(',', ''))
         assert f'{flops / 1e6:.1f}' == row[5].strip(), (config, flops, row[5])
     lt = Config.fromfile(str(CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist-lt-if100.py'))
-    lt = Config(dict(model=lt.model, train_dataloader=lt.train_dataloader))  # only the training set
-    assert lt.train_dataloader.dataset.type == 'LongTailedDataset'
-    assert dataset_class(lt).__name__ == 'LocalFashionMNIST'
+    lt.val_dataloader = lt.test_dataloader = lt.train_dataloader  # the wrapped training set
+    assert lt.test_dataloader.dataset.type == 'LongTailedDataset'
+    assert default_input_shape(lt) == (1, 28, 28)
     # the other data keep their sizes: CIFAR, Speech Commands' 1×32×32 spectrograms, ImageNet
     for config, shape in [('resnet18_1xb128_cifar10.py', '(3, 32, 32)'),
                           ('pdc_resnet18_1xb128_speech-commands.py', '(1, 32, 32)'),

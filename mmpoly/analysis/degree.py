@@ -566,8 +566,8 @@ def analyse_config(config: Union[str, Config],
 
     Args:
         config: a config file path or a loaded Config.
-        input_size: (H, W); default 28×28 for (Fashion-)MNIST data, 32×32 for CIFAR-style
-            backbones, else 224×224.
+        input_size: (H, W); default the config's test images
+            (:func:`mmpoly.utils.complexity.default_input_shape`).
         cfg_options: overrides merged into the config first (``--cfg-options``).
         Other args: see :func:`analyse_backbone`.
     """

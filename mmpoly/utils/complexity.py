@@ -13,7 +13,7 @@ from mmengine.logging import MMLogger
 from mmengine.registry import DefaultScope
 from torch import nn
 
-from mmpoly.registry import DATASETS, MODELS
+from mmpoly.registry import MODELS
 
 
 def standalone_model_config(path: str) -> Config:
@@ -51,34 +51,19 @@ def build_model(cfg: Config, part: str = 'model') -> nn.Module:
         return MODELS.build(model_cfg).eval()
 
 
-def dataset_class(cfg: Config) -> Optional[type]:
-    """The class of the images the config's model is tested on: the dataset of its test (else
-    val, else train) loader, the wrapped one of a subset wrapper (``LongTailedDataset``,
-    ``LimitedDataset``); None where the config names none or an unregistered type."""
-    for loader in ('test_dataloader', 'val_dataloader', 'train_dataloader'):
-        dataset = (cfg.get(loader) or {}).get('dataset')
-        while isinstance(dataset, dict) and isinstance(dataset.get('dataset'), dict):
-            dataset = dataset['dataset']
-        if not isinstance(dataset, dict) or dataset.get('type') is None:
-            continue
-        if isinstance(dataset['type'], type):
-            return dataset['type']
-        with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmpretrain')):
-            return DATASETS.get(dataset['type'])
-    return None
-
-
 def default_input_shape(cfg: Config) -> Tuple[int, int, int]:
-    """(C, H, W) of one image of the config's model: 28×28 for (Fashion-)MNIST data (mmpretrain's
-    ``MNIST`` and its subclasses), else 32×32 for CIFAR-style backbones (3×3 stem: CIFAR, the
-    1×32×32 log-mel spectrograms of Speech Commands) and 224×224 for the others."""
-    from mmpretrain.datasets import MNIST
+    """(C, H, W) of one image of the config's classifier: what its test pipeline and dataset give
+    (:func:`mmpoly.deploy.input_shape_from_config`: Fashion-MNIST 28×28, CIFAR and the log-mel
+    spectrograms of Speech Commands 32×32, ImageNet's crop 224×224). Where they tell nothing,
+    and for a detector: 32×32 for CIFAR-style backbones (3×3 stem), 224×224 otherwise."""
+    from mmpoly.deploy import input_shape_from_config
+    if 'rpn_head' not in cfg.model and 'roi_head' not in cfg.model:
+        try:
+            return input_shape_from_config(cfg)
+        except ValueError:
+            pass
     backbone = cfg.model.get('backbone', cfg.model)
-    dataset = dataset_class(cfg)
-    if dataset is not None and issubclass(dataset, MNIST):
-        size = 28
-    else:
-        size = 32 if 'CIFAR' in str(backbone.get('type', '')) else 224
+    size = 32 if 'CIFAR' in str(backbone.get('type', '')) else 224
     return backbone.get('in_channels', 3), size, size
 
 

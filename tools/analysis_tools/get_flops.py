@@ -20,8 +20,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs of a config')
     parser.add_argument('config', help='config file path')
     parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
-                        help='input size (default: 28 28 for (Fashion-)MNIST data, 32 32 for '
-                        'CIFAR backbones, else 224 224)')
+                        help='input size (default: the config\'s test images: 28 28 for '
+                        'Fashion-MNIST, 32 32 for CIFAR, 224 224 for ImageNet)')
     parser.add_argument('--part', choices=['model', 'backbone'], default='model',
                         help='count the whole model or only its backbone')
     parser.add_argument('--no-flops', action='store_true', help='count parameters only')

@@ -42,9 +42,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='override config settings, key=value (applied before the '
                         'activations are switched off)')
     parser.add_argument('--input-size', type=int, nargs=2, metavar=('H', 'W'),
-                        help='input size (default: 28 28 for (Fashion-)MNIST data, 32 32 for CIFAR '
-                        'backbones, else 224 224; '
-                        'PDC-NL blocks need the size they were built for)')
+                        help='input size (default: the config\'s test images: 28 28 for '
+                        'Fashion-MNIST, 32 32 for CIFAR, 224 224 for ImageNet; PDC-NL blocks '
+                        'need the size they were built for)')
     parser.add_argument('--max-degree', type=int, default=10,
                         help=f'highest degree to resolve, 1..{MAX_MEASURABLE_DEGREE} '
                         '(default 10); costs max-degree + 3 forwards per part')

@@ -82,7 +82,7 @@ def estimate_seconds(config: str, max_iters: Optional[int] = None,
     register_all_modules(init_default_scope=False)
     cfg = Config.fromfile(str(config_path(config)))
     iters = max_iters if max_iters is not None else cfg.train_cfg.max_iters
-    gmacs = measure(cfg, input_shape=(1, 28, 28)).flops / 1e9
+    gmacs = measure(cfg).flops / 1e9
     test = TEST_SECONDS * min(test_images or 10000, 10000) / 10000
     return STARTUP_SECONDS + test + iters * (SECONDS_PER_ITER + SECONDS_PER_ITER_PER_GMAC * gmacs)
 

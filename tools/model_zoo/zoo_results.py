@@ -117,7 +117,7 @@ def summarise(work_root: Path, configs: Sequence[str] = SUITE) -> List[Row]:
             raise ValueError(f'{work_root}/{config}: its seeds were run with {len(hashes)} '
                              'different configs (config_hash); rerun them with one')
         complete = [r for r in records if r['status'] == COMPLETE]
-        cost = measure(Config.fromfile(str(config_path(config))), input_shape=(1, 28, 28))
+        cost = measure(Config.fromfile(str(config_path(config))))
         minutes = [r['train_seconds'] / 60 for r in complete if r.get('train_seconds')]
         model, data = _names(config)
         row = Row(config=config, model=model, data=data, params=cost.params, flops=cost.flops,
