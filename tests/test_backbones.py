@@ -3,9 +3,12 @@ parameter counts are pinned in test_model_zoo.py)."""
 import pytest
 import torch
 from helpers import build_from_config
+from mmengine.model.weight_init import PretrainedInit
 from mmpretrain.registry import MODELS
+from torch import nn
 
 from mmpoly.models import PDCResNet, PDCResNetCIFAR, PolyResNetCIFAR
+from mmpoly.models.backbones.pretrained import PretrainedMismatchError
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import count_params
 
@@ -176,6 +179,42 @@ def test_no_activation_network_is_activation_free():
     (dict(stem_stride=True), r'stem_stride must be one of \[1, 2\], got True$'),
     (dict(block_cfg=dict(type='PDCBlock', with_cp=True), with_cp=True),
      'block_cfg.with_cp is set by'),
+    # depth: an int preset, also next to stage_blocks (where it used to be ignored)
+    (dict(depth=18.0), r'depth must be one of \[10, 18, 34\] .*got 18\.0$'),
+    (dict(depth=True), r'depth must be one of \[10, 18, 34\] .*got True$'),
+    (dict(depth=50, stage_blocks=[3, 4, 6, 3]), r'depth must be one of .*got 50$'),
+    (dict(depth=34, stage_blocks=[3, 4, 6, 2]),
+     r'stage_blocks=\[3, 4, 6, 2\] contradicts depth=34'),
+    (dict(frozen_stages=True), r'frozen_stages must be an int in \[-1, 4\], got True$'),
+    (dict(frozen_stages=1.0), r'frozen_stages must be an int in \[-1, 4\], got 1\.0$'),
+    # out_indices: the message shows the value given
+    (dict(out_indices=(1, -5)),
+     r'out_indices must be .* in \[-4, 3\] \(4 stages\), got \(1, -5\)$'),
+    (dict(out_indices=()), r'out_indices must be .*non-empty.*got \(\)$'),
+    (dict(out_indices=True), r'out_indices must be .*got True$'),
+    (dict(out_indices=(3, -1)), r'out_indices=\(3, -1\) names stage\(s\) \[3\] more than once'),
+    # layer configs: dicts whose type mmcv can build, act_cfg also without activations
+    (dict(norm_cfg=dict(type='BNN')),
+     r"backbone\.norm_cfg\.type='BNN': not a norm type registered in the MODELS registry that "
+     r"mmcv\.cnn\.build_norm_layer searches .*; close matches: \['BN'"),
+    (dict(norm_cfg=None), r"backbone\.norm_cfg=None: must be a dict with a \"type\" key "
+                          r"\(e\.g\. dict\(type='BN'\)\), as mmcv"),
+    (dict(norm_cfg=dict(type='none')), r"backbone\.norm_cfg\.type='none': not a norm type"),
+    (dict(norm_cfg='BN'), r"backbone\.norm_cfg='BN': must be a dict"),
+    (dict(conv_cfg=dict(type='Conv2D')),
+     r"backbone\.conv_cfg\.type='Conv2D': not a conv type .*close matches: \['Conv2d'"),
+    (dict(conv_cfg='Conv2d'),
+     r"backbone\.conv_cfg='Conv2d': must be a dict .*dict\(type='Conv2d'\)\) or None"),
+    (dict(act_cfg=dict(type='ReLu')),
+     r"backbone\.act_cfg\.type must be 'none' or an activation type .*got 'ReLu'; close "
+     r"matches: \['ReLU'"),
+    (dict(act_cfg=dict(type='ReLu'), use_activation=False), r"backbone\.act_cfg\.type .*'ReLu'"),
+    (dict(act_cfg=dict(), use_activation=False), r'backbone\.act_cfg must be'),
+    # PiNetBlock: a scale_init that learn_scale=False would leave unused
+    (dict(block_cfg=dict(type='PiNetBlock', learn_scale=False, scale_init=0.5)),
+     r'scale_init=0\.5 is unused with learn_scale=False, which fixes α = 1'),
+    (dict(block_cfg=dict(type='PiNetBlock', learn_scale=False, scale_init=0.0)),
+     r'scale_init=0\.0 is unused with learn_scale=False'),
 ])
 def test_invalid_backbone_options_name_the_option(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -185,3 +224,140 @@ def test_invalid_backbone_options_name_the_option(kwargs, field):
 def test_unknown_backbone_option_is_an_error():
     with pytest.raises(TypeError, match='planes_ho'):
         MODELS.build(dict(type='PDCResNetCIFAR', planes_ho=64))
+
+
+@pytest.mark.parametrize('block_type', ['ResNetBlock', 'SEBlock', 'PiNetBlock', 'PDCBlock'])
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(norm_cfg=dict(type='BNN')), r"^norm_cfg\.type='BNN': not a norm type"),
+    (dict(conv_cfg=dict(type='Conv2dd')), r"^conv_cfg\.type='Conv2dd': not a conv type"),
+    (dict(act_cfg=dict(type='ReLu'), use_activation=False), r"^act_cfg\.type .*got 'ReLu'"),
+    (dict(act_cfg=dict(type='ReLu')), r"^act_cfg\.type .*got 'ReLu'"),
+])
+def test_block_layer_configs_are_checked_even_without_activations(block_type, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MODELS.build(dict(type=block_type, in_channels=8, out_channels=8, **kwargs))
+
+
+def _pinet(**kwargs) -> torch.nn.Module:
+    return MODELS.build(dict(type='PiNetBlock', in_channels=4, out_channels=4, **kwargs))
+
+
+def test_pinet_scale_init_is_refused_only_where_unused():
+    """learn_scale=False fixes α = 1: a scale_init other than 1 would be silently unused. The
+    defaults are unchanged: a learnt α from 0, or no α at all."""
+    with pytest.raises(ValueError, match=r'scale_init=2 is unused with learn_scale=False'):
+        _pinet(learn_scale=False, scale_init=2)
+    assert float(_pinet().scale) == 0.0 and float(_pinet(scale_init=0.5).scale) == 0.5
+    assert _pinet(learn_scale=False).scale is None
+    assert _pinet(learn_scale=False, scale_init=1.0).scale is None
+
+
+SMALL = dict(depth=None, stage_blocks=[1, 1], stage_channels=[8, 16], out_indices=(1, ))
+
+
+@pytest.mark.parametrize('kwargs', [
+    dict(norm_cfg=dict(type='BN2d', requires_grad=True)),
+    dict(norm_cfg=dict(type=nn.BatchNorm2d)),
+    dict(conv_cfg=dict(type='Conv2d')),
+    dict(conv_cfg=dict(type=nn.Conv2d)),
+    dict(act_cfg='ReLU'),
+    dict(act_cfg=dict(type=nn.ReLU)),
+])
+def test_layer_configs_as_type_names_build_the_same_backbone(kwargs):
+    """mmcv's aliases, classes and (for act_cfg, as in the blocks) bare type names build the
+    same layers as the defaults (BN, Conv2d, ReLU): equal state dicts and outputs."""
+    nets = []
+    for options in ({}, kwargs):
+        torch.manual_seed(0)
+        net = PDCResNetCIFAR(hidden_channels=4, **SMALL, **options)
+        net.init_weights()
+        nets.append(net.eval())
+    assert [type(m) for m in nets[0].modules()] == [type(m) for m in nets[1].modules()]
+    ref, other = (net.state_dict() for net in nets)
+    assert list(ref) == list(other)
+    for key in ref:
+        torch.testing.assert_close(other[key], ref[key])
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(nets[1](x), nets[0](x))
+
+
+PRETRAINED_FORMS = {
+    'dict': lambda path: dict(type='Pretrained', checkpoint=path),
+    'scoped': lambda path: dict(type='mmengine.Pretrained', checkpoint=path),
+    'class': lambda path: dict(type=PretrainedInit, checkpoint=path),
+    'list': lambda path: [dict(type='Pretrained', checkpoint=path)],
+    'list-after-kaiming': lambda path: [dict(type='Kaiming', layer=['Conv2d']),
+                                        dict(type='mmengine.Pretrained', checkpoint=path)],
+    'list-of-class': lambda path: [dict(type=PretrainedInit, checkpoint=path, prefix=None)],
+}
+
+
+@pytest.mark.parametrize('form', sorted(PRETRAINED_FORMS))
+def test_pretrained_load_is_strict_in_every_init_cfg_form(form, tmp_path):
+    """mmengine loads Pretrained non-strictly (it only warns); mmpoly backbones load strictly
+    whichever of mmengine's spellings the init_cfg uses."""
+    torch.manual_seed(1)
+    source = PolyResNetCIFAR(**SMALL)
+    with torch.no_grad():
+        for tensor in source.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.normal_()
+    state = source.state_dict()
+    torch.save(state, tmp_path / 'good.pth')
+    torch.save(dict(state, **{'extra.weight': torch.zeros(1)}), tmp_path / 'extra.pth')
+    torch.save({k: v for k, v in state.items() if k != 'conv1.weight'}, tmp_path / 'missing.pth')
+    for name, match in (('extra', r'unexpected 1 \(extra\.weight\)'),
+                        ('missing', r'missing 1 \(conv1\.weight\)')):
+        init_cfg = PRETRAINED_FORMS[form](str(tmp_path / f'{name}.pth'))
+        net = PolyResNetCIFAR(**SMALL, init_cfg=init_cfg)
+        with pytest.raises(PretrainedMismatchError, match=match):
+            net.init_weights()
+    net = PolyResNetCIFAR(**SMALL, init_cfg=PRETRAINED_FORMS[form](str(tmp_path / 'good.pth')))
+    net.init_weights()
+    loaded = net.state_dict()
+    assert list(loaded) == list(state)
+    for key in state:
+        torch.testing.assert_close(loaded[key], state[key])
+
+
+@pytest.mark.parametrize('init_cfg', [
+    dict(type='Pretrained', checkpoint='a.pth'),
+    [dict(type='mmengine.Pretrained', checkpoint='a.pth')],
+    dict(type=PretrainedInit, checkpoint='a.pth'),
+])
+def test_pretrained_in_a_block_or_twice_is_refused(init_cfg):
+    with pytest.raises(ValueError, match=r"block_cfg\.init_cfg=.*: a Pretrained init inside a "
+                                         r"block .*put it on the backbone: init_cfg=dict\("
+                                         r"type='Pretrained'"):
+        PolyResNetCIFAR(**SMALL, block_cfg=dict(type='ResNetBlock', init_cfg=init_cfg))
+    twice = [dict(type='Kaiming', layer=['Conv2d']), dict(type='Pretrained', checkpoint='b.pth'),
+             init_cfg if isinstance(init_cfg, dict) else init_cfg[0]]
+    with pytest.raises(ValueError, match=r'^backbone\.init_cfg has 2 Pretrained inits '
+                                         r'\(backbone\.init_cfg\[1\], backbone\.init_cfg\[2\]\); '
+                                         r'one checkpoint initialises the backbone'):
+        PolyResNetCIFAR(**SMALL, init_cfg=twice)
+
+
+@pytest.mark.parametrize('init_cfg, kept', [
+    ("dict(type='Pretrained', checkpoint='missing.pth')", None),
+    ("[dict(type='Kaiming', layer='Conv2d'), dict(type='mmengine.Pretrained', "
+     "checkpoint='missing.pth')]", [dict(type='Kaiming', layer='Conv2d')]),
+    ("[dict(type='Pretrained', checkpoint='missing.pth')]", None),
+    ("dict(type='Kaiming', layer='Conv2d')", dict(type='Kaiming', layer='Conv2d')),
+])
+def test_standalone_model_config_drops_the_pretrained_init_in_every_form(
+        init_cfg, kept, tmp_path):
+    """The analysis tools and the exporter build a config's model without reading its backbone
+    checkpoint, whichever form the Pretrained init has; other inits stay."""
+    from mmpoly.utils.complexity import build_model, standalone_model_config
+    path = tmp_path / 'cfg.py'
+    path.write_text(
+        "model = dict(type='ImageClassifier', backbone=dict(type='PolyResNetCIFAR', depth=None, "
+        f"stage_blocks=[1, 1], stage_channels=[8, 16], out_indices=(1, ), init_cfg={init_cfg}), "
+        "neck=dict(type='GlobalAveragePooling'), head=dict(type='LinearClsHead', "
+        "num_classes=10, in_channels=16, loss=dict(type='CrossEntropyLoss')))\n")
+    cfg = standalone_model_config(str(path))
+    got = cfg.model.backbone.init_cfg
+    assert (got if got is None or isinstance(got, dict) else [dict(e) for e in got]) == kept
+    build_model(cfg).init_weights()  # (the checkpoint file does not exist)

@@ -1,10 +1,11 @@
 """The memory-lean element-wise chains of a polynomial term (mmpoly.models.polynomial.chain):
 the same function, gradients and BatchNorm statistics as the term's layers, fewer saved maps."""
 import copy
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 import torch
+import torch.nn.modules.module as module_hooks
 from torch import Tensor, nn
 
 from mmpoly.models import PDCBlock
@@ -176,6 +177,87 @@ def test_block_with_cp_and_fused_terms_gives_the_layers_gradients():
     want = torch.autograd.grad(expected.sum(), [x, *plain.parameters()])
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _block() -> PDCBlock:
+    """A PDC block of degree 3 (two fused terms) with non-trivial α, in float64."""
+    torch.manual_seed(0)
+    return PDCBlock(6, 6, degree=3, hidden_channels=4, scale_init=0.5).double()
+
+
+def _term_grad_fns(block: PDCBlock, x: Tensor) -> List[str]:
+    z = block.input_norm(block.shortcut(x))
+    return [type(term(z).grad_fn).__name__ for term in block.terms]
+
+
+def test_hooks_on_a_terms_layers_run_with_the_layers():
+    """The fused chain bypasses the forward of the factors, their norms and activations and the
+    projection: with a module hook on any of them, or a global one, the terms run their layers
+    (every hook is called) and give the fused chain's outputs and gradients."""
+    block = _block()
+    x = torch.randn(2, 6, 5, 5, dtype=torch.float64, requires_grad=True)
+    assert _term_grad_fns(block, x) == ['NormActScaleBackward'] * 2
+    expected = block(x)  # the fused chains
+    want = torch.autograd.grad(expected.sum(), [x, *block.parameters()])
+    term = block.terms[1]
+    seen: List[nn.Module] = []
+    hooks = [
+        term.factors[0].conv.register_forward_hook(lambda m, i, o: seen.append(m)),
+        term.factors[1].norm.register_forward_hook(lambda m, i, o: seen.append(m)),
+        term.projection[-1].register_full_backward_hook(lambda m, gi, go: seen.append(m)),
+    ]
+    try:
+        assert _term_grad_fns(block, x) == ['NormActScaleBackward', 'MulBackward0']
+        seen.clear()
+        out = block(x)
+        got = torch.autograd.grad(out.sum(), [x, *block.parameters()])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert seen == [term.factors[0].conv, term.factors[1].norm, term.projection[-1]]
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+    called: List[nn.Module] = []
+    hook = module_hooks.register_module_forward_hook(lambda m, i, o: called.append(m))
+    try:
+        assert _term_grad_fns(block, x) == ['MulBackward0'] * 2
+        called.clear()
+        out = block(x)
+    finally:
+        hook.remove()
+    for term in block.terms:  # the modules the fused chain bypasses
+        for module in [*term.factors, term.factors[0].norm, term.factors[0].activate,
+                       term.projection, term.projection[-1].norm]:
+            assert any(m is module for m in called), module
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    assert _term_grad_fns(block, x) == ['NormActScaleBackward'] * 2  # hooks gone: fused again
+
+
+@pytest.mark.filterwarnings('ignore::torch.jit.TracerWarning', 'ignore:.*torch.jit.trace')
+def test_traced_and_transformed_terms_run_their_layers():
+    """``torch.jit.trace`` records the layers (not the fused chain's Python autograd
+    Functions), and functorch transforms (``torch.func.vmap``, ``jacrev``), which the
+    Functions do not support, run the layers: the same values as eager."""
+    block = _block().eval()  # BatchNorm on running statistics: no in-place update to transform
+    x = torch.randn(2, 6, 5, 5, dtype=torch.float64, requires_grad=True)
+    assert _term_grad_fns(block, x) == ['NormActScaleBackward'] * 2
+    traced = torch.jit.trace(block, x)
+    assert 'PythonOp' not in str(traced.inlined_graph)
+    other = torch.randn(3, 6, 5, 5, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(traced(other), block(other), rtol=0, atol=0)
+
+    params = dict(block.named_parameters())
+    buffers = dict(block.named_buffers())
+
+    def one(sample: Tensor) -> Tensor:  # one (C, H, W) sample as a batch of one
+        return torch.func.functional_call(block, (params, buffers), (sample[None], ))[0]
+
+    torch.testing.assert_close(torch.func.vmap(one)(other), block(other))
+    tiny = torch.randn(1, 6, 3, 3, dtype=torch.float64)
+    jacobian = torch.func.jacrev(block)(tiny)
+    torch.testing.assert_close(jacobian, torch.autograd.functional.jacobian(block, tiny))
 
 
 @pytest.mark.parametrize('case', ['pdc default (BN, IN, LeakyReLU)', 'degree 3',

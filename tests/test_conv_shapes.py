@@ -74,6 +74,7 @@ def test_main_writes_each_models_shapes_and_totals(tool, tmp_path, capsys):
     assert results['settings']['dtype'] == 'float32' and results['settings']['batch_size'] == 2
     base, pdc = results['models']
     assert base['config'].endswith(RESNET) and pdc['config'].endswith(PDC)
+    assert (base['baseline'], pdc['baseline']) == (True, False)
     for model in results['models']:
         rows = model['shapes']
         assert model['calls'] == sum(r['calls'] for r in rows)
@@ -88,8 +89,20 @@ def test_main_writes_each_models_shapes_and_totals(tool, tmp_path, capsys):
            f"{pdc['macs'] / base['macs']:.2f}x the baseline's" in printed
 
 
+@pytest.mark.usefixtures('restore_threads')
+def test_one_config_without_a_baseline(tool, tmp_path, capsys):
+    """Without --baseline, the configs alone are measured and no ratio is printed."""
+    out = tmp_path / 'convs.json'
+    assert tool.main([str(CONFIGS / PDC), '--batch-size', '2', '--min-run-time', '0.01',
+                      '--threads', '1', '--json', str(out)]) == 0
+    (pdc,) = json.loads(out.read_text())['models']
+    assert pdc['config'].endswith(PDC) and not pdc['baseline'] and pdc['calls'] == 19
+    printed = capsys.readouterr().out
+    assert 'per step\n' in printed and 'baseline' not in printed
+
+
 @pytest.mark.parametrize('argv, message', [
-    ([PDC], 'give one or more configs and --baseline, or a --preset'),
+    ([], 'give one or more configs (and optionally --baseline), or a --preset'),
     (['--preset', 'nope'], "--preset: 'nope' is not a benchmark.py preset"),
     ([PDC, '--baseline', RESNET, '--dtype', 'float16'], '--dtype float16 needs --device cuda'),
     ([PDC, '--baseline', RESNET, '--batch-size', '0'], '--batch-size must be >= 1, got 0'),

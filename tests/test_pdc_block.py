@@ -278,6 +278,7 @@ def test_factor_instance_norm_channels_last(dtype, size, monkeypatch):
     of the NCHW computation. bfloat16, and float32 maps under 1,024 pixels, are normalised in
     NCHW order (bitwise equal); larger float32 maps by the channels-last kernel."""
     from mmpoly.models.polynomial import factor as factor_module
+    torch.manual_seed(0)
     layouts = []
     group_norm = F.group_norm
     monkeypatch.setattr(factor_module.F, 'group_norm',
@@ -300,7 +301,9 @@ def test_factor_instance_norm_channels_last(dtype, size, monkeypatch):
         assert torch.equal(out_cl, out) and all(map(torch.equal, grads_cl, grads))
     else:
         torch.testing.assert_close(out_cl, out)
-        torch.testing.assert_close(grads_cl, grads)
+        torch.testing.assert_close(grads_cl[0], grads[0])
+        # γ and β gradients sum 3 × H × W float32 terms in another order: absolute tolerance.
+        torch.testing.assert_close(grads_cl[1:], grads[1:], rtol=1e-4, atol=2e-3)
     reference = F.instance_norm(x.detach().double(), weight=norm.weight.detach().double(),
                                 bias=norm.bias.detach().double())
     torch.testing.assert_close(out_cl.double(), reference, rtol=0.02, atol=0.05)

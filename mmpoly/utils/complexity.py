@@ -23,9 +23,13 @@ def standalone_model_config(path: str) -> Config:
     if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
         cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
     backbone = cfg.model.get('backbone')
-    if isinstance(backbone, dict) and isinstance(backbone.get('init_cfg'), dict) and \
-            backbone.init_cfg.get('type') == 'Pretrained':
-        backbone.init_cfg = None
+    if isinstance(backbone, dict) and backbone.get('init_cfg') is not None:
+        from mmpoly.models.backbones.pretrained import pretrained_init
+        init_cfg = backbone.init_cfg
+        pretrained = pretrained_init(init_cfg, 'model.backbone.init_cfg')
+        if pretrained is not None:  # every form mmengine takes: a dict, or an entry of a list
+            backbone.init_cfg = (None if pretrained is init_cfg else
+                                 [e for e in init_cfg if e is not pretrained] or None)
     return cfg
 
 

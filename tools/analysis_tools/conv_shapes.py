@@ -1,7 +1,7 @@
 """Time each convolution shape of models alone, as their training step runs it.
 
     python tools/analysis_tools/conv_shapes.py --preset gpu-in1k-pdc --device cuda --channels-last
-    python tools/analysis_tools/conv_shapes.py CONFIG ... --baseline BASE --batch-size 32
+    python tools/analysis_tools/conv_shapes.py CONFIG ... [--baseline BASE] --batch-size 32
 
 Shows where a model's convolution time goes, shape by shape, next to its multiply-accumulates
 (MACs). For each model (a ``benchmark.py`` preset's configs and baseline, or the configs given):
@@ -15,9 +15,10 @@ Shows where a model's convolution time goes, shape by shape, next to its multipl
    one, and the weight and bias gradients).
 
 The printout gives, per model, the convolutions' total time per step (each shape's time × its
-calls), their MACs, the shapes by time with their rate (GMAC/s), and each model's ratios to the
-baseline: time and MACs. The convolutions run in ``--dtype`` (what autocast gives them) and in
-NCHW or ``--channels-last`` memory; ``--cudnn-benchmark`` lets cuDNN time its algorithms first.
+calls), their MACs, the shapes by time with their rate (GMAC/s), and, given a baseline, each
+model's ratios to it: time and MACs. The convolutions run in ``--dtype`` (what autocast gives
+them) and in NCHW or ``--channels-last`` memory; ``--cudnn-benchmark`` lets cuDNN time its
+algorithms first.
 ``--json OUT`` writes it all, complete or not at all.
 """
 import argparse
@@ -185,7 +186,8 @@ def measure_model(config: str, args: argparse.Namespace) -> Dict[str, Any]:
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('configs', nargs='*', help='config files (or mmpoly config names)')
-    parser.add_argument('--baseline', help='the config the ratios are relative to')
+    parser.add_argument('--baseline', help='the config the ratios are relative to (optional: '
+                        'without it, no ratios)')
     parser.add_argument('--preset', help='a benchmark.py preset: its configs, baseline, batch '
                         'size, input size and device')
     parser.add_argument('--batch-size', type=int, help='images per call (the preset\'s, or 32)')
@@ -229,8 +231,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         parser.error(f'--input-size must be positive, got {args.input_size}')
     if args.min_run_time <= 0:
         parser.error(f'--min-run-time must be > 0, got {args.min_run_time}')
-    if args.baseline is None or not args.configs:
-        parser.error('give one or more configs and --baseline, or a --preset')
+    if not args.configs:
+        parser.error('give one or more configs (and optionally --baseline), or a --preset')
     if args.device == 'cuda' and not torch.cuda.is_available():
         parser.error('--device cuda: no CUDA device is available (use --device cpu)')
     if args.cudnn_benchmark and args.device != 'cuda':
@@ -238,7 +240,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.dtype == 'float16' and args.device == 'cpu':
         parser.error('--dtype float16 needs --device cuda; on CPU use bfloat16')
     try:
-        args.baseline = tool._config_path(args.baseline)
+        if args.baseline is not None:
+            args.baseline = tool._config_path(args.baseline)
         args.configs = [tool._config_path(c) for c in args.configs]
     except FileNotFoundError as error:
         parser.error(str(error))
@@ -251,14 +254,18 @@ def format_results(results: Dict[str, Any], top: int = 8) -> str:
     lines = [f"{s['device_name']} ({s['device']}), torch {s['torch']}, {s['dtype']}, "
              f"{'channels-last' if s['channels_last'] else 'NCHW'}, batch {s['batch_size']}"
              f"{', cudnn.benchmark' if s['cudnn_benchmark'] else ''}, {s['date']}"]
-    base = results['models'][0]
+    base = next((model for model in results['models'] if model['baseline']), None)
     for model in results['models']:
-        ratio = ('baseline' if model is base else
-                 f"time {model['train_s'] / base['train_s']:.2f}x, MACs "
-                 f"{model['macs'] / base['macs']:.2f}x the baseline's")
+        if base is None:
+            ratio = ''
+        elif model is base:
+            ratio = ' (baseline)'
+        else:
+            ratio = (f" (time {model['train_s'] / base['train_s']:.2f}x, MACs "
+                     f"{model['macs'] / base['macs']:.2f}x the baseline's)")
         lines += ['', f"{osp.basename(model['config'])}: {model['calls']} convolutions, "
                   f"{model['macs'] / 1e9:.2f} GMAC, training {1e3 * model['train_s']:.2f} ms, "
-                  f"inference {1e3 * model['forward_s']:.2f} ms per step ({ratio})"]
+                  f"inference {1e3 * model['forward_s']:.2f} ms per step{ratio}"]
         for row in model['shapes'][:top]:
             share = row['calls'] * row['train_s'] / model['train_s']
             lines.append(f"  {row['text']:<28} x{row['calls']:<3} {1e3 * row['train_s']:8.3f} "
@@ -284,7 +291,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
         command=' '.join(['python', 'tools/analysis_tools/conv_shapes.py',
                           *(sys.argv[1:] if argv is None else argv)]))
-    models = [measure_model(config, args) for config in [args.baseline, *args.configs]]
+    baseline = [] if args.baseline is None else [args.baseline]
+    models = [dict(measure_model(config, args), baseline=i < len(baseline))
+              for i, config in enumerate([*baseline, *args.configs])]
     results = dict(settings=settings, models=models)
     print(format_results(results, args.top), flush=True)
     if args.json:

@@ -237,12 +237,14 @@ def _conv_lines(report: Dict[str, Any], top: int = 3) -> List[str]:
         s = result['settings']
         run = (f"{step['name'].split(':', 1)[1]}, "
                f"{'channels-last' if s['channels_last'] else 'NCHW'}, batch {s['batch_size']}")
-        base = result['models'][0]
+        # (reports before the 'baseline' key had the baseline first, always)
+        base = next((model for i, model in enumerate(result['models'])
+                     if model.get('baseline', i == 0)), None)
         for model in result['models']:
             shapes = '; '.join(
                 f"{row['text']} ×{row['calls']}: {1e3 * row['calls'] * row['train_s']:.2f} ms, "
                 f"{row['train_gmacs']:.0f} GMAC/s" for row in model['shapes'][:top])
-            ratios = ('baseline' if model is base else
+            ratios = ('–' if base is None else 'baseline' if model is base else
                       f"{model['train_s'] / base['train_s']:.2f}× / "
                       f"{model['macs'] / base['macs']:.2f}×")
             rows.append(f"| {run} | {osp.basename(model['config'])} | "

@@ -3,6 +3,7 @@ import inspect
 from abc import abstractmethod
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
+import torch
 from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
 from mmengine.model import Sequential, constant_init
 from mmpretrain.models.backbones.base_backbone import BaseBackbone
@@ -11,8 +12,9 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmpoly.registry import MODELS
 from ..blocks import ResNetBlock
-from ..polynomial.options import check_choice, check_positive_int, per_stage
-from .pretrained import PRETRAINED_OPTIONS, load_pretrained
+from ..polynomial.options import (act_cfg_option, check_choice, check_positive_int,
+                                  conv_cfg_option, per_stage, required_norm_cfg_option)
+from .pretrained import load_pretrained, pretrained_init, pretrained_options
 
 #: Blocks per stage of the standard depths (BasicBlock ResNets).
 DEPTH_PRESETS: Dict[int, Tuple[int, ...]] = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
@@ -71,6 +73,11 @@ def build_block(block_cfg: dict, **stage_args) -> ResNetBlock:
     """
     if not isinstance(block_cfg, dict) or 'type' not in block_cfg:
         raise ValueError(f'block_cfg must be a dict with a "type" key, got {block_cfg!r}')
+    if pretrained_init(block_cfg.get('init_cfg'), 'block_cfg.init_cfg') is not None:
+        raise ValueError(
+            f'block_cfg.init_cfg={block_cfg["init_cfg"]!r}: a Pretrained init inside a block '
+            'would load the same checkpoint into every block, non-strictly; put it on the '
+            "backbone: init_cfg=dict(type='Pretrained', checkpoint=PATH, prefix=...)")
     block_type = block_cfg['type']
     block_cls = MODELS.get(block_type) if isinstance(block_type, str) else block_type
     if block_cls is None or not (inspect.isclass(block_cls)
@@ -101,7 +108,8 @@ class PolyResNetBase(BaseBackbone):
 
     Args:
         depth: a preset of blocks per stage (10, 18 or 34), or None with ``stage_blocks``.
-        stage_blocks: blocks per stage, e.g. (2, 2, 2, 1); overrides ``depth``.
+        stage_blocks: blocks per stage, e.g. (2, 2, 2, 1); with a ``depth`` it must equal
+            that preset (set depth=None for other layouts).
         stage_channels: width of each stage; default (64, 128, 256, 512)[:num_stages].
         strides: stride of the first block of each stage; default 1, 2, 2, 2 then 1 for any
             further stage.
@@ -112,7 +120,8 @@ class PolyResNetBase(BaseBackbone):
         plugins: modules inserted after chosen stages, e.g. non-local blocks:
             ``[dict(cfg=dict(type='NonLocalBlock'), stages=(False, True, True, True))]``
             (see :func:`build_stage_plugins`).
-        out_indices: stages whose outputs are returned.
+        out_indices: stages whose outputs are returned (negative counts from the end), each
+            once; outputs come in stage order.
         frozen_stages: stages (with the stem) to freeze; -1 freezes nothing.
         norm_eval: keep BN layers in eval mode while training (for fine-tuning).
         zero_init_residual: zero γ of the last branch norm of every block.
@@ -120,8 +129,11 @@ class PolyResNetBase(BaseBackbone):
         with_cp: checkpoint every block (mmpretrain's ResNet option): in training its
             intermediate maps are recomputed in the backward pass instead of kept (see
             :class:`~mmpoly.models.blocks.ResNetBlock`); plugins are not checkpointed.
-        conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch.
-        init_cfg: mmengine init config (Kaiming convs, unit BN by default).
+        conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch;
+            each 'type' must be one mmcv builds. conv_cfg may be None (Conv2d); act_cfg may be
+            None, 'none' or a type name, and is checked also when ``use_activation=False``.
+        init_cfg: mmengine init config (Kaiming convs, unit BN by default); a ``Pretrained``
+            entry, in any form mmengine accepts, is loaded strictly (see :meth:`init_weights`).
     """
 
     def __init__(self,
@@ -145,14 +157,17 @@ class PolyResNetBase(BaseBackbone):
                  act_cfg: Optional[dict] = dict(type='ReLU'),
                  init_cfg: Union[None, dict, List[dict]] = DEFAULT_INIT) -> None:
         super().__init__(init_cfg=init_cfg)
-        if stage_blocks is None:
-            if depth not in DEPTH_PRESETS:
+        pretrained_init(init_cfg, 'backbone.init_cfg')  # two Pretrained entries are an error
+        if depth is not None or stage_blocks is None:
+            if isinstance(depth, bool) or not isinstance(depth, int) \
+                    or depth not in DEPTH_PRESETS:
                 raise ValueError(f'depth must be one of {sorted(DEPTH_PRESETS)} (or None with '
                                  f'explicit stage_blocks), got {depth!r}')
+        if stage_blocks is None:
             stage_blocks = DEPTH_PRESETS[depth]
-        elif depth is not None and depth in DEPTH_PRESETS \
+        elif depth is not None and isinstance(stage_blocks, (list, tuple)) \
                 and tuple(stage_blocks) != DEPTH_PRESETS[depth]:
-            raise ValueError(f'stage_blocks {list(stage_blocks)} contradicts depth={depth} '
+            raise ValueError(f'stage_blocks={stage_blocks!r} contradicts depth={depth} '
                              f'({list(DEPTH_PRESETS[depth])}); set depth=None')
         if not isinstance(stage_blocks, (list, tuple)) or len(stage_blocks) == 0:
             raise ValueError(f'stage_blocks must be a non-empty list, got {stage_blocks!r}')
@@ -178,22 +193,25 @@ class PolyResNetBase(BaseBackbone):
         for i, h in enumerate(hidden):
             if h is not None:
                 check_positive_int(f'hidden_channels[{i}]', h)
-        out_indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
-        for i in out_indices:
-            check_choice('out_indices', i if i >= 0 else num_stages + i, range(num_stages))
-        if not isinstance(frozen_stages, int) or not -1 <= frozen_stages <= num_stages:
+        out_indices = self._check_out_indices(out_indices, num_stages)
+        if isinstance(frozen_stages, bool) or not isinstance(frozen_stages, int) \
+                or not -1 <= frozen_stages <= num_stages:
             raise ValueError(f'frozen_stages must be an int in [-1, {num_stages}], '
                              f'got {frozen_stages!r}')
         check_choice('use_activation', use_activation, (True, False))
         check_choice('norm_eval', norm_eval, (True, False))
         check_choice('zero_init_residual', zero_init_residual, (True, False))
         check_choice('with_cp', with_cp, (True, False))
+        conv_cfg = conv_cfg_option('backbone.conv_cfg', conv_cfg)
+        norm_cfg = required_norm_cfg_option('backbone.norm_cfg', norm_cfg)
+        # checked even without activations: a typo must not pass unnoticed
+        act_cfg = act_cfg_option('backbone.act_cfg', act_cfg)
 
         self.in_channels = in_channels
         self.stage_blocks = list(stage_blocks)
         self.stage_channels = stage_channels
         self.num_stages = num_stages
-        self.out_indices = [i if i >= 0 else num_stages + i for i in out_indices]
+        self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.zero_init_residual = zero_init_residual
@@ -227,6 +245,26 @@ class PolyResNetBase(BaseBackbone):
             self.add_module(name, Sequential(*blocks))
             self.res_layers.append(name)
         self._freeze_stages()
+
+    @staticmethod
+    def _check_out_indices(out_indices: Union[int, Sequence[int]], num_stages: int
+                           ) -> List[int]:
+        """The stage indices (negative ones counted from the end), each named once."""
+        given = out_indices
+        if isinstance(given, int) and not isinstance(given, bool):
+            out_indices = [given]
+        if not isinstance(out_indices, (list, tuple)) or not out_indices or any(
+                isinstance(i, bool) or not isinstance(i, int) or not -num_stages <= i < num_stages
+                for i in out_indices):
+            raise ValueError(f'out_indices must be a stage index or a non-empty list of them, '
+                             f'each an int in [{-num_stages}, {num_stages - 1}] ({num_stages} '
+                             f'stages), got {given!r}')
+        indices = [i % num_stages for i in out_indices]
+        twice = sorted({i for i in indices if indices.count(i) > 1})
+        if twice:
+            raise ValueError(f'out_indices={given!r} names stage(s) {twice} more than once; '
+                             'each stage output is returned once')
+        return indices
 
     @abstractmethod
     def _make_stem(self, in_channels: int, stem_channels: int, conv_cfg: Optional[dict],
@@ -266,17 +304,22 @@ class PolyResNetBase(BaseBackbone):
         ``init_cfg=dict(type='Pretrained', checkpoint=..., prefix=...)`` loads every backbone
         tensor from the checkpoint and raises on any missing, unexpected or misshapen one (see
         :func:`~mmpoly.models.backbones.pretrained.load_pretrained`); mmengine's own loader would
-        only warn. ``classifier_config`` may name the config that trains the checkpoint.
+        only warn. ``classifier_config`` may name the config that trains the checkpoint. Every
+        form mmengine accepts takes this path: type 'Pretrained', 'mmengine.Pretrained' or
+        ``PretrainedInit``, alone or in a list, whose other entries run first (as in mmengine).
         """
-        if isinstance(self.init_cfg, dict) and self.init_cfg.get('type') == 'Pretrained':
-            options = dict(self.init_cfg)
-            unknown = set(options) - set(PRETRAINED_OPTIONS)
-            if unknown:
-                raise ValueError(f'backbone init_cfg (Pretrained) has unknown keys '
-                                 f'{sorted(unknown)}; allowed: {list(PRETRAINED_OPTIONS)}')
-            if not options.get('checkpoint'):
-                raise ValueError('backbone init_cfg (Pretrained) needs checkpoint=PATH')
-            options.pop('type')
+        pretrained = pretrained_init(self.init_cfg, 'backbone.init_cfg')
+        if pretrained is not None:
+            options = pretrained_options(pretrained)
+            if isinstance(self.init_cfg, (list, tuple)):
+                others = [cfg for cfg in self.init_cfg if cfg is not pretrained]
+                if others:  # e.g. a Kaiming entry: run, then overwritten by the strict load
+                    init_cfg = self.init_cfg
+                    self.init_cfg = others
+                    try:
+                        super().init_weights()
+                    finally:
+                        self.init_cfg = init_cfg
             load_pretrained(self, **options)
             self._is_init = True
             return
@@ -288,7 +331,8 @@ class PolyResNetBase(BaseBackbone):
 
     def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
         """(B, in_channels, H, W) -> one (B, stage_channels[i], H_i, W_i) map per out index."""
-        if x.dim() != 4 or x.shape[1] != self.in_channels:
+        # A torch.fx trace (symbolic shapes) skips the check; eager calls and exports keep it.
+        if not isinstance(x, torch.fx.Proxy) and (x.dim() != 4 or x.shape[1] != self.in_channels):
             raise ValueError(
                 f'model.backbone.in_channels={self.in_channels} but the input batch has shape '
                 f'{tuple(x.shape)} ({x.shape[1] if x.dim() > 1 else "no"} channels): set '

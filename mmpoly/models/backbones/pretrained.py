@@ -11,19 +11,27 @@ Accepted key layouts:
   (what ``tools/train.py`` writes for the ImageNet classifier configs);
 * a bare backbone or torchvision's ResNet (``conv1.weight``, ``bn1.*``, ``layer1.0.*``) with
   ``prefix=None``; torchvision's classifier ``fc.*`` is dropped (a backbone has none), and logged.
+
+:func:`pretrained_init` finds the ``Pretrained`` entry in every form mmengine accepts, so that
+each of them takes the strict path.
 """
 import os.path as osp
 from collections import OrderedDict
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 from mmengine.logging import print_log
+from mmengine.model.weight_init import PretrainedInit
+from mmengine.registry import WEIGHT_INITIALIZERS
 from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from mmpoly.fileio import compare_state_dicts, load_checkpoint_file
 
-__all__ = ['PRETRAINED_OPTIONS', 'PretrainedMismatchError', 'load_pretrained']
+__all__ = [
+    'PRETRAINED_OPTIONS', 'PretrainedMismatchError', 'load_pretrained', 'pretrained_init',
+    'pretrained_options'
+]
 
 #: Keys of a ``Pretrained`` init_cfg of an mmpoly backbone (mmengine's plus ``classifier_config``).
 PRETRAINED_OPTIONS = ('type', 'checkpoint', 'prefix', 'map_location', 'classifier_config')
@@ -33,6 +41,52 @@ TORCHVISION_HEAD = 'fc.'
 
 class PretrainedMismatchError(ValueError):
     """A checkpoint does not hold exactly the backbone's tensors."""
+
+
+def _is_pretrained_type(init_type: Any) -> bool:
+    """Whether mmengine builds ``init_type`` as its ``PretrainedInit``: 'Pretrained', a
+    scoped name such as 'mmengine.Pretrained', or the class itself."""
+    if isinstance(init_type, type):
+        return issubclass(init_type, PretrainedInit)
+    if not isinstance(init_type, str):
+        return False
+    if init_type == 'Pretrained':
+        return True
+    with WEIGHT_INITIALIZERS.switch_scope_and_registry(None) as registry:
+        try:
+            found = registry.get(init_type)
+        except KeyError:  # an unknown scope prefix
+            found = None
+    return isinstance(found, type) and issubclass(found, PretrainedInit)
+
+
+def pretrained_init(init_cfg: Any, field: str = 'init_cfg') -> Optional[dict]:
+    """The ``Pretrained`` entry of ``init_cfg`` (a dict, or a dict in a list), or None.
+
+    Every spelling mmengine accepts counts (see :func:`_is_pretrained_type`), so none of them
+    escapes the strict load. Two entries raise a ValueError naming ``field``.
+    """
+    entries = init_cfg if isinstance(init_cfg, (list, tuple)) else [init_cfg]
+    found = [(i, e) for i, e in enumerate(entries)
+             if isinstance(e, dict) and _is_pretrained_type(e.get('type'))]
+    if len(found) > 1:
+        where = [f'{field}[{i}]' for i, _ in found]
+        raise ValueError(f'{field} has {len(found)} Pretrained inits ({", ".join(where)}); one '
+                         'checkpoint initialises the backbone: keep one of them')
+    return found[0][1] if found else None
+
+
+def pretrained_options(cfg: dict, field: str = 'backbone init_cfg') -> dict:
+    """The keyword arguments of :func:`load_pretrained` from a ``Pretrained`` init_cfg."""
+    options = dict(cfg)
+    unknown = set(options) - set(PRETRAINED_OPTIONS)
+    if unknown:
+        raise ValueError(f'{field} (Pretrained) has unknown keys {sorted(unknown)}; allowed: '
+                         f'{list(PRETRAINED_OPTIONS)}')
+    if not options.get('checkpoint'):
+        raise ValueError(f'{field} (Pretrained) needs checkpoint=PATH')
+    options.pop('type')
+    return options
 
 
 def _describe(keys: List[str], limit: int = 6) -> str:

@@ -8,7 +8,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from mmpoly.registry import MODELS
-from ..polynomial.options import act_cfg_option, check_choice, check_positive_int
+from ..polynomial.options import (act_cfg_option, check_choice, check_positive_int,
+                                  conv_cfg_option, required_norm_cfg_option)
 
 
 @MODELS.register_module()
@@ -25,7 +26,9 @@ class ResNetBlock(BaseModule):
         stride: stride of conv1 and of the projecting shortcut.
         first_degree_convs: 2 (conv-norm-act-conv-norm, the ResNet branch) or 1 (conv-norm-act,
             the official PDC ``use_only_first_conv``: the activation stays in the branch).
-        conv_cfg / norm_cfg / act_cfg: mmcv layer configs of the branch and block output.
+        conv_cfg / norm_cfg / act_cfg: mmcv layer configs of the branch and block output;
+            each 'type' must be one mmcv builds (checked here, act_cfg also when
+            ``use_activation=False``); act_cfg may also be a type name, 'none' or None.
         use_activation: False removes every activation of the block (no-activation networks).
         with_cp: as mmpretrain's ``BasicBlock``: in training, recompute the block's
             intermediate maps in the backward pass (``torch.utils.checkpoint``) instead of
@@ -61,7 +64,12 @@ class ResNetBlock(BaseModule):
         self.out_channels = out_channels
         self.first_degree_convs = first_degree_convs
         self.use_activation = use_activation
-        act_cfg = act_cfg_option('act_cfg', act_cfg) if use_activation else None
+        conv_cfg = conv_cfg_option('conv_cfg', conv_cfg)
+        norm_cfg = required_norm_cfg_option('norm_cfg', norm_cfg)
+        # checked even without activations: a typo must not pass unnoticed
+        act_cfg = act_cfg_option('act_cfg', act_cfg)
+        if not use_activation:
+            act_cfg = None
 
         self.conv1 = build_conv_layer(
             conv_cfg, in_channels, out_channels, 3, stride=stride, padding=1, bias=False)

@@ -34,6 +34,9 @@ class PiNetBlock(ResNetBlock):
             'IN' = InstanceNorm2d, 'GN', a type you registered in ``MODELS``, ...), 'none' or a
             dict.
         learn_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
+        scale_init: initial α when ``learn_scale`` (default 0: the higher-degree terms start
+            switched off). With ``learn_scale=False`` α is 1: leave it unset (or 1.0); any
+            other value is an error, as it would be unused.
         Other args: see :class:`ResNetBlock`.
     """
 
@@ -49,7 +52,7 @@ class PiNetBlock(ResNetBlock):
                  input_norm: Union[None, str, dict] = 'BN',
                  projection_norm: Union[None, str, dict] = 'BN',
                  learn_scale: bool = True,
-                 scale_init: float = 0.0,
+                 scale_init: Optional[float] = None,
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='BN'),
                  act_cfg: Optional[dict] = dict(type='ReLU'),
@@ -67,7 +70,14 @@ class PiNetBlock(ResNetBlock):
         check_non_negative_int('num_projection_convs', num_projection_convs)
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
         check_choice('learn_scale', learn_scale, (True, False))
-        check_number('scale_init', scale_init)
+        if scale_init is not None:
+            check_number('scale_init', scale_init)
+            if not learn_scale and float(scale_init) != 1.0:
+                raise ValueError(
+                    f'scale_init={scale_init!r} is unused with learn_scale=False, which fixes '
+                    'α = 1: set learn_scale=True to learn α from scale_init, or leave scale_init '
+                    'unset (or 1.0)')
+        scale_init = 0.0 if scale_init is None else scale_init
         input_norm_cfg = norm_cfg_option('input_norm', input_norm)
         projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
 

@@ -18,21 +18,24 @@ calls the same ATen kernels as the layers (``native_batch_norm``, ``native_group
 kernels are tested with (:data:`TESTED_TORCH`; on others the layers run, and one log line says
 so), with grad enabled, on CPU, float32/float64 input contiguous in NCHW or channels-last order,
 outside ``torch.compile`` (whose own partitioner decides what to keep) and autocast, with
-BatchNorm / InstanceNorm / no norm and ReLU / LeakyReLU / no activation. Otherwise the term runs
+BatchNorm / InstanceNorm / no norm and ReLU / LeakyReLU / no activation, and with nothing that
+the layers' own ``forward`` calls would serve: no module hook on the term's layers nor a global
+one, no ``torch.fx`` / ``torch.jit`` tracing, no functorch transform. Otherwise the term runs
 its layers. The backward passes are once differentiable: a second derivative through them
 (``create_graph=True``) raises.
 """
 import functools
 import logging
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.modules.module as module_hooks
 from mmengine.logging import print_log
 from packaging.version import InvalidVersion, Version
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .factor import Factor, InstanceNorm2d, group_norm_in_nchw
+from .factor import Factor, InstanceNorm2d, functorch_active, group_norm_in_nchw
 
 aten = torch.ops.aten
 
@@ -209,10 +212,51 @@ def _supported_factor(factor: nn.Module) -> bool:
     return _norm_kind(norm) is not None and _activation_slope(act) is not False
 
 
+_GLOBAL_HOOK_DICTS = ('_global_forward_hooks', '_global_forward_pre_hooks',
+                      '_global_backward_hooks', '_global_backward_pre_hooks')
+
+
+def _hooked(modules: Iterable[nn.Module]) -> bool:
+    """Whether a forward / forward-pre / backward / backward-pre hook is registered on any of
+    ``modules`` or their submodules, or globally (``nn.modules.module.register_module_*``).
+    Runs in every term's forward pass: a plain walk over ``_modules``, no ``modules()``."""
+    if any(getattr(module_hooks, name, None) for name in _GLOBAL_HOOK_DICTS):
+        return True
+    stack = list(modules)
+    while stack:
+        module = stack.pop()
+        if module is None:  # a child registered as None
+            continue
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks \
+                or module._backward_pre_hooks:
+            return True
+        stack.extend(module._modules.values())
+    return False
+
+
 def fused_term_supported(factors: Sequence[nn.Module], projection: nn.Sequential,
                          z: Tensor) -> bool:
-    """Whether :func:`fused_term` can run the term of these factors and projection on ``z``."""
-    # compiling first: dynamo cannot trace torch_tested (packaging, logging), and a graph
+    """Whether :func:`fused_term` can run the term of these factors and projection on ``z``.
+
+    False (the term runs its layers one by one) when any of these holds:
+
+    * ``z`` is a ``torch.fx.Proxy`` (symbolic tracing), ``torch.jit.is_tracing()``, or
+      functorch transforms are active (``torch.func.vmap``, ``grad``, ``jacrev``, ...);
+    * inside ``torch.compile`` or CPU autocast, or with grad disabled;
+    * ``z`` is not a CPU float32 / float64 (B, C, H, W) map contiguous in NCHW or channels-last
+      order;
+    * the torch release is untested (:func:`torch_tested`);
+    * a forward / forward-pre / backward / backward-pre hook is registered on a factor or the
+      projection (or any submodule of them) or globally (:func:`_hooked`): the fused path
+      bypasses those modules' ``forward`` and with it their hooks;
+    * a factor or the projection's last layer has a norm or activation :class:`NormAct` does
+      not run.
+    """
+    # a symbolic trace first: every test on a Proxy (its device, dtype, ...) is a Proxy; the
+    # autograd Functions here define neither setup_context nor vmap for functorch
+    if isinstance(z, torch.fx.Proxy) or torch.jit.is_tracing() or functorch_active():
+        return False
+    # compiling before torch_tested: dynamo cannot trace it (packaging, logging), and a graph
     # break in every block of a compiled backbone costs more than the fused term saves
     if torch.compiler.is_compiling() or torch.is_autocast_enabled('cpu'):
         return False
@@ -220,7 +264,7 @@ def fused_term_supported(factors: Sequence[nn.Module], projection: nn.Sequential
             and z.dim() == 4 and torch.is_grad_enabled()
             and (z.is_contiguous() or z.is_contiguous(memory_format=torch.channels_last))):
         return False
-    if not torch_tested(torch.__version__):
+    if not torch_tested(torch.__version__) or _hooked((*factors, projection)):
         return False
     return all(_supported_factor(f) for f in factors) and _supported_factor(projection[-1])
 

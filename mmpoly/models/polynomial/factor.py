@@ -61,11 +61,15 @@ class InstanceNorm2d(nn.InstanceNorm2d):
     statistics (``track_running_stats=True``) it is ``nn.InstanceNorm2d`` unchanged.
 
     A channels-last CPU map is normalised in NCHW order and returned channels-last when
-    :func:`group_norm_in_nchw` says so. :class:`Factor` uses this class for the 'IN' norms of
-    the polynomial terms' projections. Shapes: (B, C, H, W) -> (B, C, H, W).
+    :func:`group_norm_in_nchw` says so; a ``torch.fx`` trace records a plain group norm (no
+    layout test on a Proxy). :class:`Factor` uses this class for the 'IN' norms of the
+    polynomial terms' projections. Shapes: (B, C, H, W) -> (B, C, H, W).
     """
 
     def forward(self, input: Tensor) -> Tensor:
+        if isinstance(input, torch.fx.Proxy) and not self.track_running_stats:
+            # a torch.fx trace: the same function, whatever the layout of the traced input
+            return F.group_norm(input, self.num_features, self.weight, self.bias, self.eps)
         if self.track_running_stats or input.dim() != 4 or input.size(1) != self.num_features:
             return super().forward(input)
         if group_norm_in_nchw(input):
@@ -83,7 +87,8 @@ NCHW_GROUP_NORM_BELOW = 1024
 def group_norm_in_nchw(x: Tensor) -> bool:
     """Whether the instance norm (a group norm of one channel per group) of the (B, C, H, W)
     map ``x`` runs on an NCHW copy of it: a CPU map stored channels-last that is bfloat16 /
-    float16, or smaller than :data:`NCHW_GROUP_NORM_BELOW` pixels.
+    float16, or smaller than :data:`NCHW_GROUP_NORM_BELOW` pixels; never under functorch
+    transforms (:func:`functorch_active`), which cannot query the layout.
 
     Forward pass, float32, 2 threads, 2-core AMD EPYC (AVX2), channels-last kernel against
     copy + NCHW kernel + copy back: 256×16×14×14 6.7 against 1.0 ms; 256×32×7×7 3.5 against
@@ -94,11 +99,19 @@ def group_norm_in_nchw(x: Tensor) -> bool:
     (:mod:`.chain`) follows the same rule: float32, 256×16×14×14 4.4 against 2.5 ms (medians
     of 15), 256×32×7×7 2.0 against 0.9 ms; 64×64×32×32 28.8 against 39.6 ms.
     """
-    if not (x.device.type == 'cpu' and x.is_contiguous(memory_format=torch.channels_last)
+    if functorch_active() or not (
+            x.device.type == 'cpu' and x.is_contiguous(memory_format=torch.channels_last)
             and not x.is_contiguous()):
         return False
     return x.dtype in (torch.bfloat16, torch.float16) or \
         x.shape[2] * x.shape[3] < NCHW_GROUP_NORM_BELOW
+
+
+def functorch_active() -> bool:
+    """Whether functorch transforms (``torch.func.vmap``, ``grad``, ...) are active; under
+    ``vmap`` a tensor's memory format other than NCHW cannot be queried."""
+    active = getattr(torch._C, '_are_functorch_transforms_active', None)
+    return active is not None and active()
 
 
 def _takes_inplace(act_type: Union[str, type]) -> bool:

@@ -64,14 +64,16 @@ def _registered_names(registry: Registry) -> List[str]:
     return names
 
 
-def _check_layer_type(name: str, layer_type: Any, kind: str, builder: str) -> None:
+def _check_layer_type(name: str, layer_type: Any, kind: str, builder: str,
+                      may_be_none: bool = True) -> None:
     """Raise a ValueError naming ``name`` unless mmcv's ``builder`` can resolve ``layer_type``.
 
-    mmcv's ``build_norm_layer`` and ``build_activation_layer`` look types up in mmengine's
-    ``MODELS`` registry as switched to the current default scope (mmpretrain's or mmdet's
-    ``MODELS`` inside a runner, whose parent is mmengine's), so the same lookup is done here: every
-    type mmcv registers ('BN2d', 'IN2d', 'RReLU', 'Clamp', ...) and every type a user registers
-    there is accepted. A class (an ``nn.Module`` subclass) is accepted as mmcv accepts it.
+    mmcv's ``build_conv_layer``, ``build_norm_layer`` and ``build_activation_layer`` look types
+    up in mmengine's ``MODELS`` registry as switched to the current default scope (mmpretrain's
+    or mmdet's ``MODELS`` inside a runner, whose parent is mmengine's), so the same lookup is done
+    here: every type mmcv registers ('BN2d', 'IN2d', 'ConvWS', 'RReLU', ...) and every type a
+    user registers there is accepted. A class (an ``nn.Module`` subclass) is accepted as mmcv
+    accepts it. ``may_be_none`` says whether 'none' (no layer) is among the allowed values.
     """
     if inspect.isclass(layer_type):
         if issubclass(layer_type, nn.Module):
@@ -89,15 +91,17 @@ def _check_layer_type(name: str, layer_type: Any, kind: str, builder: str) -> No
             return
         names = _registered_names(registry)
         scope = registry.scope
-    by_lower = {n.lower(): n for n in names + [NO_LAYER]}
+    by_lower = {n.lower(): n for n in names + ([NO_LAYER] if may_be_none else [])}
     close = [by_lower[n] for n in
              difflib.get_close_matches(layer_type.lower(), by_lower, n=5, cutoff=0.6)]
     hint = f'; close matches: {close}' if close else ''
-    raise ValueError(f'{name} must be {NO_LAYER!r} or {kind} type registered in the MODELS '
-                     f'registry that mmcv.cnn.{builder} searches (scope {scope!r} and its '
-                     f'parents; register your own with mmengine.registry.MODELS or that '
-                     f'scope\'s MODELS.register_module()), got '
-                     f'{layer_type!r}{hint}')
+    where = (f'registered in the MODELS registry that mmcv.cnn.{builder} searches (scope '
+             f'{scope!r} and its parents; register your own with mmengine.registry.MODELS or '
+             f'that scope\'s MODELS.register_module())')
+    if may_be_none:
+        raise ValueError(f'{name} must be {NO_LAYER!r} or {kind} type {where}, got '
+                         f'{layer_type!r}{hint}')
+    raise ValueError(f'{name}={layer_type!r}: not {kind} type {where}{hint}')
 
 
 def _layer_cfg(name: str, value: Any, kind: str, builder: str) -> Optional[dict]:
@@ -132,6 +136,36 @@ def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
     Any activation type that ``mmcv.cnn.build_activation_layer`` can build is accepted.
     """
     return _layer_cfg(name, value, 'an activation', 'build_activation_layer')
+
+
+def _layer_dict(name: str, value: Any, kind: str, builder: str, example: str,
+                may_be_none: bool) -> Optional[dict]:
+    """A copy of the mmcv layer config ``value`` (a dict with a resolvable 'type'), or None."""
+    if value is None and may_be_none:
+        return None
+    if not isinstance(value, dict) or 'type' not in value:
+        allowed = f'a dict with a "type" key (e.g. {example}){" or None" if may_be_none else ""}'
+        raise ValueError(f'{name}={value!r}: must be {allowed}, as mmcv.cnn.{builder} takes')
+    _check_layer_type(f'{name}.type', value['type'], kind, builder, may_be_none=False)
+    return dict(value)
+
+
+def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
+                    ) -> Optional[dict]:
+    """Check an mmcv ``conv_cfg``: None (``nn.Conv2d``) where ``may_be_none``, or a dict whose
+    'type' ``mmcv.cnn.build_conv_layer`` resolves ('Conv2d', 'ConvWS', a registered type or an
+    ``nn.Module`` class); return a copy."""
+    return _layer_dict(name, value, 'a conv', 'build_conv_layer', "dict(type='Conv2d')",
+                       may_be_none)
+
+
+def required_norm_cfg_option(name: str, value: dict) -> dict:
+    """Check an mmcv ``norm_cfg`` that must build a layer: a dict (not None, not 'none') whose
+    'type' ``mmcv.cnn.build_norm_layer`` resolves ('BN', 'GN', 'SyncBN', a registered type or
+    an ``nn.Module`` class); return a copy."""
+    cfg = _layer_dict(name, value, 'a norm', 'build_norm_layer', "dict(type='BN')", False)
+    assert cfg is not None
+    return cfg
 
 
 def per_stage(name: str, value: Any, num_stages: int) -> list:
