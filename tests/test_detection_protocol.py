@@ -238,7 +238,9 @@ def test_a_validation_missed_by_a_stop_is_run_before_the_resume(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stage stopped during its validation after the last epoch (36 of the short protocol):
     finetune() first runs that validation with tools/test.py on epoch_36.pth, then resumes, and
-    the stage is scored by it; the record is where validations() and plot_curves.py read."""
+    the stage is scored by it; the record is where validations() and plot_curves.py read. The
+    training is not run again (tools/train.py --resume refuses a finished run); a stage stopped
+    before its last epoch resumes."""
     short = protocol.PROTOCOLS['short']
     run = protocol.ProtocolRun(short, str(tmp_path))
     case = short.cases[0]
@@ -260,13 +262,12 @@ def test_a_validation_missed_by_a_stop_is_run_before_the_resume(
 
     monkeypatch.setattr(protocol, 'run_stage', fake_stage)
     result = run.finetune(case, '/pretrained.pth')
-    test, train = commands
+    (test, ) = commands  # the missed validation only: the training had finished
     config = str(tmp_path / 'data' / 'fashion_coco' / case.config)
     assert test[1:4] == [str(Path(protocol.TOOLS) / 'test.py'), config,
                          str(work_dir / 'epoch_36.pth')]
     options = run.finetune_options(case, '/pretrained.pth')
     assert test[test.index('--cfg-options') + 1:] == options
-    assert '--resume' in train and train[train.index('--cfg-options') + 1:] == options
     assert {m: result[m] for m in protocol.METRICS} == dict(zip(protocol.METRICS,
                                                                 (0.25, 0.5, 0.125, 0.375)))
     assert result['empty_evaluation'] is False
@@ -282,7 +283,12 @@ def test_a_validation_missed_by_a_stop_is_run_before_the_resume(
     assert run.validate_resume_point(config, str(work_dir), options, 36, 12) is None
     (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_34.pth'))  # deleted
     assert protocol.resume_point(str(work_dir)) is None
-    assert len(commands) == 2
+    assert len(commands) == 1
+    (work_dir / 'last_checkpoint').write_text(str(work_dir / 'epoch_35.pth'))
+    protocol.run_training(config, str(work_dir), options, 36)  # stopped before its last epoch
+    train = commands[-1]
+    assert Path(train[1]).name == 'train.py' and '--resume' in train
+    assert train[train.index('--cfg-options') + 1:] == options
     assert protocol.validated_epochs(12, 5) == [5, 10, 12]
 
 

@@ -148,3 +148,46 @@ def test_get_flops_counts_fashion_mnist_configs_at_28x28_as_the_zoo_table(capsys
                           ('pdc_resnet18_8xb32_in1k.py', '(3, 224, 224)')]:
         tool.main([str(CONFIGS / config), '--no-flops'])
         assert f'input shape: {shape}' in capsys.readouterr().out, config
+
+
+def test_run_suite_removes_a_failed_attempts_checkpoints_before_rerunning(tmp_path, capsys,
+                                                                          monkeypatch):
+    """tools/train.py refuses a new run in a folder that holds checkpoints: before a failed
+    (config, seed) is trained again, run_one removes what its attempt left there, with a note;
+    the test run is not given a training load_from (it tests the trained checkpoint)."""
+    import json
+
+    from mmpoly.zoo.fashion_mnist import METRICS_FILE, RECORD_FILE, SUITE, run_dir
+    suite = load_tool('model_zoo/run_suite')
+    config, folder = SUITE[0], run_dir(tmp_path, SUITE[0], 0)
+    calls = []
+
+    def fake_run(cmd, log):
+        tool = Path(cmd[1]).name
+        calls.append((tool, sorted(p.name for p in folder.iterdir()), cmd))
+        if tool == 'test.py':
+            Path(cmd[cmd.index('--out') + 1]).write_text(json.dumps({'accuracy/top1': 80.5}))
+            return 0, 1.0
+        step = 100 * len(calls)
+        (folder / f'iter_{step}.pth').write_bytes(b'x')
+        (folder / 'last_checkpoint').write_text(str(folder / f'iter_{step}.pth'))
+        return (1 if len(calls) == 1 else 0), 2.0
+
+    monkeypatch.setattr(suite, '_run', fake_run)
+    extra = {'load_from': '/ckpt/pretrained.pth'}
+    with pytest.raises(suite.SuiteError, match='failed with exit status 1'):
+        suite.run_one(config, 0, tmp_path, 'hash', extra=extra)
+    assert json.loads((folder / RECORD_FILE).read_text())['status'] == 'failed'
+    assert capsys.readouterr().out == ''  # nothing to remove on the first attempt
+    record = suite.run_one(config, 0, tmp_path, 'hash', extra=extra)
+    assert capsys.readouterr().out == (
+        f'{folder}: removed the checkpoints of an earlier attempt that did not finish '
+        '(iter_100.pth, last_checkpoint) before training this run again from scratch\n')
+    (_, first, _), (_, second, train_cmd), (_, _, test_cmd) = calls
+    assert first == ['suite.log']
+    assert second == sorted([RECORD_FILE, 'suite.log'])  # the failed attempt's record stays
+    assert 'load_from=/ckpt/pretrained.pth' in train_cmd
+    assert not any(arg.startswith('load_from=') for arg in test_cmd)
+    assert record['status'] == 'complete' and record['top1'] == 80.5
+    assert record['checkpoint'] == 'iter_200.pth' and (folder / METRICS_FILE).is_file()
+    assert 'removed the checkpoints' in (folder / 'suite.log').read_text()

@@ -32,8 +32,10 @@ from test_tools import free_port, train
 from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBackend, ResumeError,
                            RunLock, WorkDirLockedError, atomic_write, find_resume_candidates,
                            install_atomic_saving, launcher, load_checkpoint_file,
-                           resume_problems, select_checkpoint, use_atomic_checkpoint_hook)
+                           resume_problems, run_problems, select_checkpoint,
+                           use_atomic_checkpoint_hook)
 from mmpoly.engine import saving as saving_mod
+from mmpoly.engine.resume import checkpoint_folder, saved_config_values
 from mmpoly.fileio import atomic_savefig
 
 SUBPROCESS_TIMEOUT_S = 120
@@ -264,6 +266,135 @@ def test_select_checkpoint_skips_broken_files_and_reports_all(tmp_path: Path) ->
         assert name in str(error.value)
     assert select_checkpoint(str(tmp_path / 'empty'), None, model, log) is None
     assert 'training from scratch' in log.lines[-1]
+
+
+def test_last_checkpoint_of_another_folder_names_this_work_dirs_file(tmp_path: Path) -> None:
+    """A copied (or moved) work_dir: its last_checkpoint still names the old folder's file.
+    Resuming that would continue the other folder's run; this work_dir's file of the same name
+    is taken instead, or the name is skipped with the reason."""
+    model = ToyModel()
+    old, copy = tmp_path / 'old', tmp_path / 'copy'
+    old.mkdir()
+    torch.save(_checkpoint(model), old / 'epoch_1.pth')
+    torch.save(dict(_checkpoint(model), meta=dict(epoch=2, iter=8)), old / 'epoch_2.pth')
+    (old / 'last_checkpoint').write_text(str(old / 'epoch_2.pth'))
+    shutil.copytree(old, copy)
+    named = old / 'epoch_2.pth'
+    moved = (f'last_checkpoint names {named}, in another folder than {copy} (was the work_dir '
+             'copied or moved?)')
+    notes: List[str] = []
+    assert find_resume_candidates(str(copy), notes) == [
+        (str(copy / 'epoch_2.pth'), f'the file of that name in {copy}; last_checkpoint names '
+                                    f'{named} in another folder'),
+        (str(copy / 'epoch_1.pth'), 'in the work_dir')]
+    assert notes == [f'--resume: {moved}; trying the file of that name here, '
+                     f'{copy / "epoch_2.pth"}, instead']
+    log = _Log()
+    assert select_checkpoint(str(copy), None, model, log) == str(copy / 'epoch_2.pth')
+    assert log.lines == [*notes, f'Auto resumed from the latest checkpoint {copy / "epoch_2.pth"}.']
+
+    (copy / 'epoch_2.pth').unlink()
+    skipped = (f'{named} (named by last_checkpoint): {moved}, and {copy} has no epoch_2.pth; '
+               "resuming it would continue another folder's run")
+    log = _Log()
+    assert select_checkpoint(str(copy), None, model, log) == str(copy / 'epoch_1.pth')
+    assert log.lines == [f'--resume skipped {skipped}',
+                         f'Auto resumed from the latest checkpoint {copy / "epoch_1.pth"}.']
+    (copy / 'epoch_1.pth').unlink()  # nothing of this folder left: not "training from scratch"
+    with pytest.raises(ResumeError) as error:
+        select_checkpoint(str(copy), None, model, _Log())
+    assert str(error.value) == (f'--resume found checkpoints in {copy} but none can be resumed:'
+                                f'\n  {skipped}\nDelete or move the broken files, or pass '
+                                '--resume PATH.')
+    # the checkpoint hook's out_dir is where the checkpoints are: its files are not foreign
+    cfg = Config(dict(default_hooks=dict(checkpoint=dict(out_dir=str(tmp_path / 'out')))))
+    folder = checkpoint_folder(str(copy), cfg)
+    assert folder == str(tmp_path / 'out' / 'copy')
+    os.makedirs(folder)
+    torch.save(_checkpoint(model), Path(folder) / 'epoch_1.pth')
+    (copy / 'last_checkpoint').write_text(str(Path(folder) / 'epoch_1.pth'))
+    log = _Log()
+    assert select_checkpoint(str(copy), None, model, log, cfg) == str(Path(folder) / 'epoch_1.pth')
+    assert len(log.lines) == 1
+
+
+def _run_config(**changes: object) -> Config:
+    cfg = Config(dict(
+        train_cfg=dict(by_epoch=True, max_epochs=4, val_interval=1),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.1, momentum=0.9)),
+        param_scheduler=[dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0,
+                              end=100),
+                         dict(type='CosineAnnealingLR', T_max=4, by_epoch=True, begin=0, end=4)],
+        val_evaluator=dict(type='Accuracy', topk=(1, 5))))
+    cfg.merge_from_dict(changes)
+    return cfg
+
+
+def test_run_problems_finished_run_and_changed_optimizer_or_schedule(tmp_path: Path) -> None:
+    """A resume is refused when the checkpoint's run is finished, or when the optimizer or the
+    schedule changed since (mmengine would restore the old state over them without a word)."""
+    cfg = _run_config()
+    meta = dict(epoch=2, iter=8, cfg=cfg.pretty_text)  # the config text mmengine saves
+    assert saved_config_values(cfg.pretty_text)['val_evaluator'] == dict(type='Accuracy',
+                                                                         topk=[1, 5])
+    assert run_problems(meta, cfg) == []
+    assert run_problems(dict(meta, epoch=3), _run_config(**{'train_cfg.val_interval': 2})) == []
+    finished = ('its run is finished: it was saved at epoch 4, and the config trains to '
+                'train_cfg.max_epochs=4, so a resumed run would train nothing (to train longer, '
+                'raise train_cfg.max_epochs)')
+    assert run_problems(dict(meta, epoch=4), cfg) == [finished]
+    iters = _run_config(train_cfg=dict(_delete_=True, by_epoch=False, max_iters=100))
+    assert run_problems(dict(meta, epoch=0, iter=100, cfg=iters.pretty_text), iters) == [
+        'its run is finished: it was saved at iter 100, and the config trains to '
+        'train_cfg.max_iters=100, so a resumed run would train nothing (to train longer, raise '
+        'train_cfg.max_iters)']
+    changed = _run_config(**{'optim_wrapper.optimizer.lr': 0.01,
+                             'optim_wrapper.optimizer.momentum': None,
+                             'optim_wrapper.optimizer.nesterov': True,
+                             'param_scheduler': [dict(type='LinearLR', start_factor=0.1,
+                                                      by_epoch=False, begin=0, end=100),
+                                                 dict(type='CosineAnnealingLR', T_max=8,
+                                                      by_epoch=True, begin=0, end=8)]})
+    assert run_problems(meta, changed) == [
+        'the optimizer settings changed since the checkpoint was saved '
+        '(optim_wrapper.optimizer.lr: 0.1 -> 0.01; optim_wrapper.optimizer.momentum: 0.9 -> '
+        'None; optim_wrapper.optimizer.nesterov: (not set) -> True): a resumed run continues '
+        "with the checkpoint's optimizer state, its learning rate, momentum and weight decay "
+        'included, so the new settings would not take effect',
+        'the learning-rate schedule changed since the checkpoint was saved '
+        '(param_scheduler.1.T_max: 4 -> 8; param_scheduler.1.end: 4 -> 8): a resumed run '
+        "continues with the checkpoint's scheduler state (begin, end, T_max, milestones, ...), "
+        'so the new schedule would not take effect']
+    one = run_problems(meta, _run_config(param_scheduler=[dict(type='ConstantLR')]))
+    assert len(one) == 1 and one[0].startswith(
+        "the learning-rate schedule changed since the checkpoint was saved (param_scheduler: [{'"
+        ), one
+    # the config text is read, never run; what it cannot read is not compared
+    marker = tmp_path / 'ran'
+    code = (f"import os\nos.system('touch {marker}')\n"
+            "optim_wrapper = dict(optimizer=dict(type='SGD', lr=float('0.5')))\n"
+            f'param_scheduler = {changed.param_scheduler!r}\n')
+    assert run_problems(dict(meta, cfg=code), cfg)[0].startswith(
+        'the learning-rate schedule changed')
+    assert not marker.exists()
+    assert run_problems(dict(epoch=1, iter=4), cfg) == []  # no config text: nothing to compare
+    assert run_problems(None, cfg) == []
+
+    # select_checkpoint refuses such a checkpoint with the way forward, auto and explicit
+    model = ToyModel()
+    path = tmp_path / 'work' / 'epoch_4.pth'
+    path.parent.mkdir()
+    torch.save(dict(_checkpoint(model), meta=dict(epoch=4, iter=16, cfg=cfg.pretty_text)), path)
+    expected = (f'cannot resume from {path}: {finished}. To train again, start a new run in '
+                'another --work-dir (without --resume); to fine-tune from its weights, start '
+                f'one with --cfg-options load_from={path}.')
+    for load_from in (None, str(path)):
+        with pytest.raises(ResumeError) as error:
+            select_checkpoint(str(path.parent), load_from, model, _Log(), cfg)
+        assert str(error.value) == expected
+    longer = _run_config(**{'train_cfg.max_epochs': 8})  # the schedule is the checkpoint's
+    assert select_checkpoint(str(path.parent), None, model, _Log(), longer) == str(path)
+    assert select_checkpoint(str(path.parent), None, model, _Log()) == str(path)  # no config
 
 
 # --------------------------------------------------------------------------- lock (units)
@@ -504,6 +635,55 @@ def test_resume_refuses_when_nothing_loads_or_fits(tiny_setup: Dict[str, Path],
     assert f'cannot resume from {bare}: it is a bare state dict' in proc.stdout, \
         proc.stdout[-3000:]
     assert "KeyError" not in proc.stdout and 'Epoch(train)' not in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_new_run_in_a_used_work_dir_and_a_foreign_load_from_are_refused(
+        tiny_setup: Dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    """tools/train.py without --resume on a work_dir holding a run's checkpoints, --resume of
+    that finished run, and a load_from of another model's checkpoint: each stops with one
+    message before training; --non-strict trains from the matching weights with a warning."""
+    config = tiny_setup['config']
+    work_dir = tmp_path / 'used'
+    shutil.copytree(tiny_setup['work_dir'], work_dir)
+    proc = _run(_train_cmd(config, '--work-dir', str(work_dir)))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        f"tools/train.py: error: work_dir '{work_dir}' holds the checkpoints of an earlier run "
+        '(epoch_1.pth, last_checkpoint); a new run there would overwrite them and mix its '
+        'checkpoints with theirs. To continue that run, add --resume; for a new run, choose '
+        'another folder with --work-dir DIR (or move this one away)'], proc.stdout[-3000:]
+    assert not (work_dir / LOCK_FILENAME).exists()
+
+    proc = _run(_train_cmd(config, '--work-dir', str(work_dir), '--resume'))
+    checkpoint = work_dir / 'epoch_1.pth'  # last_checkpoint names the original folder's file
+    assert proc.returncode == 1
+    assert (f'tools/train.py: error: cannot resume from {checkpoint}: its run is finished: it '
+            'was saved at epoch 1, and the config trains to train_cfg.max_epochs=1, so a '
+            'resumed run would train nothing (to train longer, raise train_cfg.max_epochs). To '
+            'train again, start a new run in another --work-dir (without --resume); to '
+            f'fine-tune from its weights, start one with --cfg-options load_from={checkpoint}.'
+            ) in proc.stdout, proc.stdout[-3000:]
+    assert 'Epoch(train)' not in proc.stdout and 'Traceback' not in proc.stdout
+
+    wider = ['--no-validate', '--cfg-options', f'load_from={checkpoint}',
+             'model.backbone.stage_channels=[8,32]', 'model.head.in_channels=32']
+    proc = _run(_train_cmd(config, '--work-dir', str(tmp_path / 'wider'), *wider))
+    assert proc.returncode == 1
+    error = proc.stdout[proc.stdout.index('tools/train.py: error: '):].splitlines()
+    assert error[0] == (f'tools/train.py: error: The weights in checkpoint {checkpoint} do not '
+                        'fit the model:'), proc.stdout[-3000:]
+    assert any(re.search(r'backbone\.layer2\.\S+: \[16, ', line) for line in error), error
+    assert error[-1] == ("Is it a checkpoint of this config's model? To start from the matching "
+                         'weights anyway (the others keep their initial values), load it '
+                         'non-strictly: tools/train.py --non-strict.'), error
+    assert 'Epoch(train)' not in proc.stdout and 'Traceback' not in proc.stdout
+    assert not list((tmp_path / 'wider').glob('*.pth'))
+
+    proc = _run(_train_cmd(config, '--work-dir', str(tmp_path / 'wider2'), '--non-strict', *wider))
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f'NON-STRICT LOAD: the weights in checkpoint {checkpoint} do not fit' in proc.stdout
+    assert (tmp_path / 'wider2' / 'epoch_1.pth').is_file()
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ the exit: the message on stderr, ``SystemExit(1)``); the slow ones run the tools
 with the venv's Python, one of them ``tools/dist_train.sh CONFIG 2`` (2 gloo processes).
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -170,12 +171,70 @@ def test_cfg_options_typos_are_refused_with_close_matches(tools, tmp_path: Path,
     lines = run_main(train_tool, [FASHION, '--work-dir', str(tmp_path), '--cfg-options',
                                   'train_cfg.max_iter=2', 'default_hooks.checkpoint.intervl=5'],
                      capsys)
-    assert lines[0].startswith('tools/train.py: error: unknown --cfg-options keys: '
-                               "train_cfg.max_iter: train_cfg has no key 'max_iter' (close "
-                               'matches: max_iters); default_hooks.checkpoint.intervl: '
-                               "default_hooks.checkpoint has no key 'intervl' (close matches: "
-                               'interval'), lines
-    assert len(lines) == 1
+    # train_cfg has no type: the Runner builds an IterBasedTrainLoop (by_epoch=False)
+    assert lines == ['tools/train.py: error: unknown --cfg-options keys: train_cfg.max_iter: '
+                     "'max_iter' is not a key of train_cfg nor an argument of its type "
+                     "'IterBasedTrainLoop' (close matches: max_iters, val_interval); "
+                     'default_hooks.checkpoint.intervl: default_hooks.checkpoint has no key '
+                     "'intervl' (close matches: interval). A key is a dotted path into the "
+                     'config, list items by index (e.g. param_scheduler.0.end)'], lines
+
+
+def test_loops_without_a_type_are_checked_as_the_loop_the_runner_builds() -> None:
+    assert startup._implied_loop('train_cfg', dict(by_epoch=True, max_epochs=2)) == \
+        'EpochBasedTrainLoop'
+    assert startup._implied_loop('train_cfg', dict(by_epoch=False)) == 'IterBasedTrainLoop'
+    assert startup._implied_loop('train_cfg', dict(max_epochs=2)) is None  # the Runner fails
+    assert startup._implied_loop('train_cfg', dict(type='MyLoop', by_epoch=True)) is None
+    assert startup._implied_loop('val_cfg', dict()) == 'ValLoop'
+    assert startup._implied_loop('test_cfg', dict(fp16=True)) == 'TestLoop'
+    assert startup._implied_loop('model', dict()) is None
+    cfg = Config.fromfile(str(CONFIGS / 'pdc_resnet18_1xb128_cifar10.py'))  # epoch-based
+    assert cfg.train_cfg.by_epoch and 'type' not in cfg.train_cfg
+    with pytest.raises(StartupError, match=r"train_cfg.max_iters: 'max_iters' is not a key of "
+                       r"train_cfg nor an argument of its type 'EpochBasedTrainLoop' \(close "
+                       r'matches: max_epochs'):
+        check_cfg_options(cfg, {'train_cfg.max_iters': 100})
+    # the option that switches the loop counts: an iteration-based loop takes max_iters
+    check_cfg_options(cfg, {'train_cfg.by_epoch': False, 'train_cfg.max_iters': 100})
+    with pytest.raises(StartupError, match=r"val_cfg.fp61: 'fp61' is not a key of val_cfg nor "
+                       r"an argument of its type 'ValLoop' \(close matches: fp16\)"):
+        check_cfg_options(cfg, {'val_cfg.fp61': True})
+    check_cfg_options(cfg, {'val_cfg.fp16': True, 'test_cfg.fp16': True})
+
+
+@pytest.mark.parametrize('options, message', [
+    (['train_cfg.max_iters=0'], 'train_cfg.max_iters must be a whole number >= 1 (the '
+     'iterations to train), got 0. Set it in the config or with --cfg-options '
+     'train_cfg.max_iters=N'),
+    (['train_cfg.max_iters=-5', 'train_cfg.val_interval=2.5'],
+     'train_cfg.max_iters must be a whole number >= 1 (the iterations to train), got -5; '
+     'train_cfg.val_interval must be a whole number >= 1 (validate every this many epochs, or '
+     'iterations in an iteration-based loop), got 2.5. Set it in the config or with '
+     '--cfg-options train_cfg.max_iters=N train_cfg.val_interval=N'),
+    (['train_cfg.val_interval=0'], 'train_cfg.val_interval must be a whole number >= 1 '
+     '(validate every this many epochs, or iterations in an iteration-based loop), got 0.'),
+    (['train_cfg.val_begin=0'], 'train_cfg.val_begin must be a whole number >= 1 (the first '
+     'epoch, or iteration, after which to validate), got 0.'),
+    (['train_cfg.max_iters=1e3x'], "train_cfg.max_iters must be a whole number >= 1 (the "
+     "iterations to train), got '1e3x'."),
+])
+def test_train_loop_lengths_and_intervals_must_be_positive(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture, options: List[str],
+        message: str) -> None:
+    lines = run_main(tools[0], [FASHION, '--work-dir', str(tmp_path), '--cfg-options', *options],
+                     capsys)
+    assert len(lines) == 1 and lines[0].startswith(f'tools/train.py: error: {message}'), lines
+    cfg = Config.fromfile(FASHION)
+    for value in (1, 1400, 2.0):  # whole numbers, also as floats (mmengine takes them)
+        cfg.train_cfg.max_iters = value
+        startup.check_train_loop(cfg)
+    for value in (True, None, float('nan'), float('inf'), [3]):
+        cfg.train_cfg.max_iters = value
+        with pytest.raises(StartupError, match=rf'train_cfg.max_iters must be a whole number '
+                           rf'>= 1 \(the iterations to train\), got {re.escape(repr(value))}'):
+            startup.check_train_loop(cfg)
+    startup.check_train_loop(Config(dict(train_cfg=None)))  # no training loop: nothing to check
 
 
 def test_cfg_options_unknown_argument_of_a_strict_type() -> None:
@@ -263,6 +322,97 @@ def test_missing_resume_and_load_from_checkpoints(tools, tmp_path: Path,
     lines = run_main(tools[0], [FASHION, '--work-dir', str(tmp_path), '--cfg-options',
                                 f'load_from={missing}'], capsys)
     assert lines[0].startswith(f"tools/train.py: error: load_from '{missing}' does not exist")
+
+
+def test_resume_path_and_another_load_from_are_refused(tools, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    """--resume sets load_from; a --cfg-options load_from that names another file (or None)
+    would silently win over it. The same file is accepted (then the missing file is named)."""
+    resume, other = tmp_path / 'epoch_2.pth', tmp_path / 'other' / 'epoch_9.pth'
+    args = [FASHION, '--work-dir', str(tmp_path), '--resume']
+    lines = run_main(tools[0], [*args, str(resume), '--cfg-options', f'load_from={other}'],
+                     capsys)
+    assert lines == [f"tools/train.py: error: --resume '{resume}' and --cfg-options "
+                     f"load_from='{other}' name different checkpoints: --resume PATH resumes "
+                     'from PATH (it sets load_from). Give --resume PATH alone to resume a run, '
+                     'or load_from=PATH without --resume to start a new run from its weights']
+    lines = run_main(tools[0], [*args, str(resume), '--cfg-options', 'load_from=None'], capsys)
+    assert lines[0].startswith(f"tools/train.py: error: --resume '{resume}' and --cfg-options "
+                               'load_from=None name different checkpoints'), lines
+    lines = run_main(tools[0], [*args, '--cfg-options', f'load_from={other}'], capsys)
+    assert lines == ['tools/train.py: error: --resume without a path resumes from the newest '
+                     f"checkpoint of the work_dir, but --cfg-options load_from='{other}' names "
+                     f'another one; to resume from it, give --resume {other}, and drop load_from '
+                     'from --cfg-options']
+    # the same file, also spelt differently: accepted, and the next check names the missing file
+    lines = run_main(tools[0], [*args, str(resume), '--cfg-options',
+                                f'load_from={tmp_path}/./epoch_2.pth'], capsys)
+    assert lines[0].startswith(f"tools/train.py: error: --resume '{resume}' does not exist"), \
+        lines
+    resume.write_bytes(b'')
+    lines = run_main(tools[0], [*args, str(resume), '--non-strict'], capsys)
+    assert lines == ['tools/train.py: error: --non-strict applies to load_from, not to '
+                     '--resume: a resumed checkpoint must fit the model (its optimizer state '
+                     'continues). Drop --non-strict, or start a new run from its weights with '
+                     '--cfg-options load_from=PATH --non-strict in another --work-dir']
+
+
+def test_test_tool_refuses_a_second_checkpoint_and_an_out_file_it_cannot_write(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """tools/test.py tests CHECKPOINT: a --cfg-options load_from of another file would be
+    tested instead. --out must have a suffix that mmengine writes the chosen item with."""
+    checkpoint, other = tmp_path / 'epoch_1.pth', tmp_path / 'epoch_2.pth'
+    lines = run_main(tools[1], [FASHION, str(checkpoint), '--work-dir', str(tmp_path),
+                                '--cfg-options', f'load_from={other}'], capsys)
+    assert lines == [f"tools/test.py: error: --cfg-options load_from='{other}' names another "
+                     f"checkpoint than CHECKPOINT '{checkpoint}': tools/test.py tests CHECKPOINT "
+                     '(it sets load_from); drop load_from from --cfg-options']
+    lines = run_main(tools[1], [FASHION, str(checkpoint), '--work-dir', str(tmp_path),
+                                '--cfg-options', f'load_from={checkpoint}'], capsys)
+    assert lines[0].startswith(f"tools/test.py: error: CHECKPOINT '{checkpoint}' does not "
+                               'exist'), lines  # the same file: accepted
+
+    def usage_error(argv: List[str]) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            tools[1].parse_args([FASHION, str(checkpoint), *argv])
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err.splitlines()[-1].split(' error: ', 1)[1]
+
+    assert usage_error(['--out', 'results.json']) == (
+        "--out 'results.json': the predictions (--out-item pred, the default) are written as a "
+        "pickle by mmengine's DumpResults: give a file ending in .pkl or .pickle (or add "
+        '--out-item metrics to write the metrics, e.g. as .json)')
+    assert usage_error(['--out', 'm.txt', '--out-item', 'metrics']) == (
+        "--out 'm.txt': the metrics (--out-item metrics) are written by mmengine.dump, which "
+        'takes the format from the suffix: give a file ending in .json, .pickle, .pkl, .yaml '
+        'or .yml')
+    assert usage_error(['--out', 'm.JSON', '--out-item', 'metrics']).startswith("--out 'm.JSON'")
+    assert usage_error(['--out', str(tmp_path), '--out-item', 'metrics']) == (
+        f"--out '{tmp_path}' is a directory; give the path of a file to write")
+    for argv in (['--out', 'p.pkl'], ['--out', 'p.pickle', '--out-item', 'pred'],
+                 *(['--out', f'm.{ext}', '--out-item', 'metrics']
+                   for ext in ('json', 'yaml', 'yml', 'pkl', 'pickle'))):
+        assert tools[1].parse_args([FASHION, str(checkpoint), *argv]).out == argv[1]
+
+
+def test_check_no_earlier_run_names_the_folder_the_files_and_the_options(tmp_path: Path) -> None:
+    startup.check_no_earlier_run(str(tmp_path / 'new'))  # nothing there yet
+    (tmp_path / '20260101_000000').mkdir()  # a log folder, a lock and a config: no checkpoint
+    (tmp_path / '.mmpoly-run.lock').write_text('')
+    (tmp_path / 'cfg.py').write_text('')
+    (tmp_path / 'dir.pth').mkdir()
+    startup.check_no_earlier_run(str(tmp_path))
+    for name in ['last_checkpoint'] + [f'epoch_{i}.pth' for i in range(1, 7)]:
+        (tmp_path / name).write_text('')
+    with pytest.raises(StartupError) as error:
+        startup.check_no_earlier_run(str(tmp_path))
+    assert str(error.value) == (
+        f"work_dir '{tmp_path}' holds the checkpoints of an earlier run (epoch_1.pth, "
+        'epoch_2.pth, epoch_3.pth, epoch_4.pth, epoch_5.pth and 2 more); a new run there would '
+        'overwrite them and mix its checkpoints with theirs. To continue that run, add '
+        '--resume; for a new run, choose another folder with --work-dir DIR (or move this one '
+        'away)')
+    assert startup.earlier_run_files(str(tmp_path))[-1] == 'last_checkpoint'
 
 
 def test_distributed_ranks_other_than_0_are_quiet(tools, tmp_path: Path,

@@ -332,6 +332,19 @@ def train_cmd(config: str, work_dir: str, options: List[str], extra: Sequence[st
     return cmd + ['--cfg-options', *options]
 
 
+def run_training(config: str, work_dir: str, options: List[str], max_epochs: int,
+                 extra: Sequence[str] = ()) -> None:
+    """Train (or resume) one stage. A stage stopped after its last epoch's checkpoint, before
+    its record was written, is not trained again: ``tools/train.py --resume`` refuses a
+    finished run."""
+    point = resume_point(work_dir) if osp.isdir(work_dir) else None
+    if point is not None and point[0] >= max_epochs:
+        print(f'[protocol] {osp.basename(work_dir)}: already trained to epoch {point[0]} of '
+              f'{max_epochs} ({osp.basename(point[1])}); not training it again', flush=True)
+        return
+    run_stage(train_cmd(config, work_dir, options, extra), work_dir + '.log')
+
+
 # --------------------------------------------------------------------------- stages
 
 
@@ -461,7 +474,7 @@ class ProtocolRun:
         options = self.pretrain_options()
         self.validate_resume_point(config, work_dir, options, self.p.pretrain_epochs,
                                    Config.fromfile(config).train_cfg.get('val_interval', 1))
-        run_stage(train_cmd(config, work_dir, options, ['--auto-scale-lr']), work_dir + '.log')
+        run_training(config, work_dir, options, self.p.pretrain_epochs, ['--auto-scale-lr'])
         checkpoint = osp.join(work_dir, f'epoch_{self.p.pretrain_epochs}.pth')
         if not osp.isfile(checkpoint):
             raise RuntimeError(f'pretraining ended without {checkpoint}')
@@ -498,7 +511,7 @@ class ProtocolRun:
         options = self.finetune_options(case, checkpoint)
         self.validate_resume_point(config, work_dir, options, self.p.det_epochs,
                                    self.p.val_interval)
-        run_stage(train_cmd(config, work_dir, options), work_dir + '.log')
+        run_training(config, work_dir, options, self.p.det_epochs)
         final = osp.join(work_dir, f'epoch_{self.p.det_epochs}.pth')
         if not osp.isfile(final):
             raise RuntimeError(f'fine-tuning ended without {final}')

@@ -7,13 +7,45 @@
 #
 #   WORK_DIR  where logs and checkpoints go (default: work_dirs/main_job)
 #   Extra arguments go to tools/train.py (e.g. --cfg-options train_cfg.max_epochs=1).
+#
+# Run again: tools/train.py refuses a new run in a work_dir that holds an earlier run's
+# checkpoints, so without --resume an earlier run in $WORK_DIR (its *.pth or last_checkpoint) is
+# moved aside to $WORK_DIR.<UTC time, e.g. 20260101T120000Z> first, and a line on stderr says so.
+# With --resume the run in $WORK_DIR is continued instead. A work_dir in use by a live training
+# run is left where it is (tools/train.py then names that run).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/tools/setup_env.sh"
 PY="${MMPOLY_VENV:-$REPO/.venv}/bin/python"
 CONFIG=configs/pdc_resnet8-w16_1xb256-4e_fashion-mnist.py
 WORK_DIR="${WORK_DIR:-work_dirs/main_job}"
+while [ "$WORK_DIR" != / ] && [ "${WORK_DIR%/}" != "$WORK_DIR" ]; do WORK_DIR="${WORK_DIR%/}"; done
 cd "$REPO"
+
+# Move an earlier run aside (see above).
+resume=0
+for arg in "$@"; do
+    case "$arg" in --resume|--resume=*) resume=1 ;; esac
+done
+earlier_run() {  # whether $1 holds checkpoints: *.pth files or last_checkpoint
+    [ -f "$1/last_checkpoint" ] && return 0
+    compgen -G "$1/*.pth" >/dev/null
+}
+in_use() {  # whether a live training run holds the lock of work_dir $1 (mmpoly.engine.RunLock)
+    [ -f "$1/.mmpoly-run.lock" ] || return 1
+    ! "$PY" -c 'import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)' "$1/.mmpoly-run.lock" 2>/dev/null
+}
+if [ "$resume" = 0 ] && [ -d "$WORK_DIR" ] && earlier_run "$WORK_DIR" && ! in_use "$WORK_DIR"; then
+    stamp="$(date -u +%Y%m%dT%H%M%SZ)"
+    aside="$WORK_DIR.$stamp"
+    n=1
+    while [ -e "$aside" ]; do aside="$WORK_DIR.$stamp-$n"; n=$((n + 1)); done
+    mv -T "$WORK_DIR" "$aside"
+    echo "run_main_job.sh: $WORK_DIR holds an earlier run (its checkpoints); moved it aside to" \
+        "$aside so that this run starts afresh (pass --resume to continue that run instead)" >&2
+fi
 
 start=$(date +%s)
 "$PY" tools/train.py "$CONFIG" --work-dir "$WORK_DIR" "$@"

@@ -4,6 +4,11 @@ Same flags as mmpretrain 1.2.0's ``tools/test.py``, plus ``--non-strict``. Check
 torch's safe loading (see ``mmpoly.engine.checkpoint``); distributed runs also work without CUDA
 (gloo).
 
+``--out`` must end in a suffix mmengine writes: ``.pkl`` / ``.pickle`` for the predictions
+(mmengine's ``DumpResults``), also ``.json`` / ``.yaml`` / ``.yml`` for the metrics
+(``--out-item metrics``, ``mmengine.dump``); ``--cfg-options load_from=...`` naming another file
+than CHECKPOINT is refused.
+
 The checkpoint must fit the model as built here (the TTA model's inner model with ``--tta``):
 missing, unexpected or mis-shaped weights stop the test with exit status 1 and a list of them
 (:class:`mmpoly.engine.StrictCheckpointHook`), unless ``--non-strict`` is given, which only
@@ -16,7 +21,7 @@ import os
 import os.path as osp
 import sys
 from copy import deepcopy
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
@@ -28,8 +33,38 @@ from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpoint
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_work_dir, load_config, startup_errors,
-                                  warn_ignored_keys)
+                                  check_datasets, check_work_dir, load_config, same_checkpoint,
+                                  startup_errors, warn_ignored_keys)
+
+#: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
+PREDICTION_SUFFIXES = ('.pkl', '.pickle')
+
+
+def out_suffixes(out_item: Optional[str]) -> Tuple[str, ...]:
+    """The suffixes ``--out`` may end in: those of mmengine.dump's file handlers for the
+    metrics (``.json``, ``.pickle``, ``.pkl``, ``.yaml``, ``.yml``), :data:`PREDICTION_SUFFIXES`
+    for the predictions (``pred``, the default)."""
+    if out_item == 'metrics':
+        from mmengine.fileio.handlers import file_handlers
+        return tuple(sorted(f'.{ext}' for ext in file_handlers))
+    return PREDICTION_SUFFIXES
+
+
+def out_problem(out: str, out_item: Optional[str]) -> Optional[str]:
+    """Why ``--out`` cannot be written as ``--out-item`` asks, or None."""
+    if osp.isdir(out):
+        return f'--out {out!r} is a directory; give the path of a file to write'
+    suffixes = out_suffixes(out_item)
+    if out.endswith(suffixes):
+        return None
+    allowed = ' or '.join([', '.join(suffixes[:-1]), suffixes[-1]] if len(suffixes) > 1
+                          else suffixes)
+    if out_item == 'metrics':
+        return (f'--out {out!r}: the metrics (--out-item metrics) are written by mmengine.dump, '
+                f'which takes the format from the suffix: give a file ending in {allowed}')
+    return (f'--out {out!r}: the predictions (--out-item pred, the default) are written as a '
+            f"pickle by mmengine's DumpResults: give a file ending in {allowed} (or add "
+            f'--out-item metrics to write the metrics, e.g. as .json)')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -39,7 +74,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir',
                         help='the directory to save the file containing evaluation metrics')
-    parser.add_argument('--out', help='the file to write results to')
+    parser.add_argument('--out', help='the file to write results to: the predictions to a .pkl '
+                        'or .pickle file, the metrics (--out-item metrics) to a .json, .yaml, '
+                        '.yml, .pkl or .pickle file')
     parser.add_argument('--out-item', choices=['metrics', 'pred'],
                         help='write the metrics or the predictions to --out '
                         '(default: predictions)')
@@ -78,6 +115,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.out is None and args.out_item is not None:
         parser.error('--out-item needs --out (the file to write to)')
+    if args.out is not None and out_problem(args.out, args.out_item):
+        parser.error(out_problem(args.out, args.out_item))
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
@@ -149,6 +188,12 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.test_dataloader = loader
     if args.cfg_options is not None:
         check_cfg_options(cfg, args.cfg_options)
+        load_from = args.cfg_options.get('load_from', args.checkpoint)
+        if not same_checkpoint(load_from, args.checkpoint):
+            raise StartupError(f'--cfg-options load_from={load_from!r} names another checkpoint '
+                               f'than CHECKPOINT {args.checkpoint!r}: tools/test.py tests '
+                               'CHECKPOINT (it sets load_from); drop load_from from '
+                               '--cfg-options')
         cfg.merge_from_dict(args.cfg_options)
     try:
         check_channels_last(cfg)

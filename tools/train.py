@@ -5,29 +5,43 @@ Same flags as mmpretrain 1.2.0's ``tools/train.py``. Distributed runs also work 
 
 Reliability (see :mod:`mmpoly.engine`): checkpoints and ``last_checkpoint`` are written
 atomically; ``--resume`` resumes from the newest checkpoint that loads and fits the model, or
-stops with the reasons; one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken
-by rank 0); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds
-(default 300 on the CPU). Start-up mistakes (config file, --cfg-options key, work_dir,
-checkpoint, missing data) end in one message before the Runner is built; top-level config keys
-that mmengine would ignore without a word (mmcv 1.x keys such as ``lr_config``, typos such as
+stops with the reasons (also when the checkpoint's run is finished or its optimizer or schedule
+changed since); one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken by rank
+0), and a new run (no ``--resume``) refuses a work_dir holding an earlier run's checkpoints;
+``load_from`` is loaded strictly (its weights must fit the model; ``--non-strict`` loads the
+matching ones with a warning); a distributed collective waits at most
+``env_cfg.dist_cfg.timeout`` seconds (default 300 on the CPU). Start-up mistakes (config file,
+--cfg-options key, training loop lengths, work_dir, checkpoint, missing data) end in one
+message before the Runner is built, and so do the refusals above; top-level config keys that
+mmengine would ignore without a word (mmcv 1.x keys such as ``lr_config``, typos such as
 ``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
+import contextlib
 import os
 import os.path as osp
-import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from mmpoly.engine import (ResumeError, RunLock, WorkDirLockedError, build_runner,
-                           shutdown_distributed)
+from mmpoly.engine import (CheckpointMismatchError, CorruptCheckpointError, ResumeError, RunLock,
+                           StrictCheckpointHook, UnsafeCheckpointError, WorkDirLockedError,
+                           build_runner, shutdown_distributed)
 from mmpoly.engine.compile import apply_compile, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_work_dir, launcher_rank, load_config,
+                                  check_datasets, check_no_earlier_run, check_train_loop,
+                                  check_work_dir, launcher_rank, load_config, same_checkpoint,
                                   startup_errors, warn_ignored_keys)
+
+#: Refusals met while the Runner is built and loads its checkpoint, before the first
+#: iteration: reported in one message like the start-up errors, not as a traceback.
+REFUSALS = (ResumeError, WorkDirLockedError, CheckpointMismatchError, CorruptCheckpointError,
+            UnsafeCheckpointError)
+#: The last sentence of the error for a ``load_from`` whose weights do not fit the model.
+LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep their initial '
+                  'values), load it non-strictly: tools/train.py --non-strict.')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -41,10 +55,19 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         'fits the model); without a path, resume from the newest checkpoint of the work '
         'directory that loads (last_checkpoint, then epoch_*/iter_*.pth by time; broken ones '
         'are skipped and logged; none loadable is an error; none at all trains from scratch). '
+        'Refused: a checkpoint whose run is finished (its epoch or iteration reached '
+        'max_epochs / max_iters) or whose optimizer or param_scheduler settings differ from '
+        'the config\'s (mmengine would restore the old ones). Without --resume, a work '
+        'directory that holds checkpoints is refused. '
         'Note: from a mid-epoch iter_*.pth of an epoch-based run, mmengine 0.10.7 reruns that '
         'epoch from its first batch (the batches before the checkpoint are trained twice, the '
         'iteration count ends above max_iters by as many batches and the computed ETA goes '
         'negative, logged as 0:00:00 or -1 day, 23:59:..); epoch_*.pth resumes exactly')
+    parser.add_argument(
+        '--non-strict', action='store_true',
+        help='start from load_from even if its weights do not fit the model (missing, '
+        'unexpected or mis-shaped keys): load the matching ones and warn; by default such a '
+        'checkpoint is refused (a resumed checkpoint must always fit)')
     parser.add_argument('--amp', action='store_true',
                         help='enable automatic-mixed-precision training (without CUDA: '
                         'bfloat16 autocast on the CPU, no loss scaling)')
@@ -132,6 +155,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.compile_model = True
     if args.channels_last:
         cfg.channels_last = True
+    if args.cfg_options is not None and 'load_from' in args.cfg_options:
+        check_resume_and_load_from(args.resume, args.cfg_options['load_from'])
     if args.resume == 'auto':
         cfg.resume = True
         cfg.load_from = None
@@ -156,11 +181,39 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
+def check_resume_and_load_from(resume: Optional[str], load_from: Any) -> None:
+    """Refuse ``--cfg-options load_from=...`` that contradicts ``--resume``: ``--resume PATH``
+    resumes from PATH (it sets load_from), and ``--resume`` without a path from the work_dir's
+    newest checkpoint; mmengine would otherwise resume from the option's file without a word."""
+    if resume is None or (resume == 'auto' and load_from is None):
+        return
+    if resume == 'auto':
+        raise StartupError(f'--resume without a path resumes from the newest checkpoint of the '
+                           f'work_dir, but --cfg-options load_from={load_from!r} names another '
+                           f'one; to resume from it, give --resume {load_from}, and drop '
+                           'load_from from --cfg-options')
+    if not same_checkpoint(resume, load_from):
+        raise StartupError(f'--resume {resume!r} and --cfg-options load_from={load_from!r} name '
+                           'different checkpoints: --resume PATH resumes from PATH (it sets '
+                           'load_from). Give --resume PATH alone to resume a run, or '
+                           'load_from=PATH without --resume to start a new run from its '
+                           'weights')
+
+
 def check_startup(cfg: Config, args: argparse.Namespace) -> None:
-    """Refuse, before the Runner is built, a checkpoint that does not exist, an unusable
-    work_dir and missing data, and warn about top-level config keys that have no effect
-    (:mod:`mmpoly.utils.startup`)."""
+    """Refuse, before the Runner is built, a checkpoint that does not exist, a training loop
+    length or interval that is not a whole number >= 1, an unusable work_dir and missing data,
+    and warn about top-level config keys that have no effect (:mod:`mmpoly.utils.startup`)."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
+    check_train_loop(cfg)
+    if args.non_strict and cfg.get('resume'):
+        raise StartupError('--non-strict applies to load_from, not to --resume: a resumed '
+                           'checkpoint must fit the model (its optimizer state continues). '
+                           'Drop --non-strict, or start a new run from its weights with '
+                           '--cfg-options load_from=PATH --non-strict in another --work-dir')
+    if args.non_strict and not cfg.get('load_from'):
+        print('tools/train.py: --non-strict has no effect: the run loads no checkpoint '
+              '(load_from is not set)', flush=True)
     if args.resume not in (None, 'auto'):
         check_checkpoint(args.resume, '--resume', 'give an existing checkpoint, or --resume '
                          'without a path for the newest one of the work_dir')
@@ -172,6 +225,24 @@ def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     check_datasets(cfg, loaders)
 
 
+def check_startup_locked(cfg: Config) -> None:
+    """The start-up checks made while holding the work_dir's lock (rank 0): a new run (no
+    resume) refuses a work_dir that holds an earlier run's checkpoints (a run that ended just
+    before the lock was taken is seen too)."""
+    if not cfg.get('resume'):
+        check_no_earlier_run(cfg.work_dir)
+
+
+def build_and_train(cfg: Config, args: argparse.Namespace) -> None:
+    """Build the Runner and train; a ``load_from`` without resume must fit the model
+    (:class:`~mmpoly.engine.StrictCheckpointHook`; ``--non-strict`` only warns)."""
+    runner = apply_compile(build_runner(cfg))
+    if cfg.get('load_from') and not cfg.get('resume'):
+        runner.register_hook(StrictCheckpointHook(strict=not args.non_strict,
+                                                  path=cfg.load_from, hint=LOAD_FROM_HINT))
+    runner.train()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Build the Runner from the config and train."""
     args = parse_args(argv)
@@ -179,16 +250,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         register_all_modules(init_default_scope=True)
         cfg = merge_args(load_config(args.config), args)
         check_startup(cfg, args)
-    if launcher_rank(args.launcher) != 0:  # only rank 0 locks the work_dir
-        apply_compile(build_runner(cfg)).train()
-    else:
-        with RunLock(cfg.work_dir):
-            apply_compile(build_runner(cfg)).train()
+        # only rank 0 locks the work_dir
+        lock = RunLock(cfg.work_dir) if launcher_rank(args.launcher) == 0 \
+            else contextlib.nullcontext()
+        try:
+            with lock:
+                check_startup_locked(cfg)
+                build_and_train(cfg, args)
+        except REFUSALS as error:  # before the first iteration: one message, no traceback
+            raise StartupError(str(error)) from error
     shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 
 
 if __name__ == '__main__':
-    try:
-        main()
-    except (ResumeError, WorkDirLockedError) as error:  # a refusal, not a crash: no traceback
-        sys.exit(f'error: {error}')
+    main()

@@ -26,7 +26,7 @@ from .precise_bn import RecomputeBNHook, recompute_bn_statistics
 from .launcher import (DEFAULT_GLOO_TIMEOUT_S, build_runner, cpu_model_wrapper_cfg, dist_timeout,
                        resolve_dist_env, setup_cpu_distributed, shutdown_distributed)
 from .resume import (ResumeError, find_resume_candidates, prepare_resume, resume_problems,
-                     select_checkpoint)
+                     run_problems, select_checkpoint)
 from .run_lock import LOCK_FILENAME, RunLock, WorkDirLockedError, describe_run
 from .saving import (DISK_CHECKS, AtomicCheckpointHook, AtomicLocalBackend, DiskFullError,
                      InsufficientDiskSpaceError, atomic_saving_installed,
@@ -46,8 +46,8 @@ __all__ = [
     'UnknownHookOptionError', 'check_hook_options', 'build_runner', 'cpu_model_wrapper_cfg',
     'resolve_dist_env', 'setup_cpu_distributed', 'shutdown_distributed',
     'DEFAULT_GLOO_TIMEOUT_S', 'dist_timeout', 'ResumeError', 'find_resume_candidates',
-    'prepare_resume', 'resume_problems', 'select_checkpoint', 'LOCK_FILENAME', 'RunLock',
-    'WorkDirLockedError', 'describe_run', 'AtomicCheckpointHook', 'AtomicLocalBackend',
+    'prepare_resume', 'resume_problems', 'run_problems', 'select_checkpoint', 'LOCK_FILENAME',
+    'RunLock', 'WorkDirLockedError', 'describe_run', 'AtomicCheckpointHook', 'AtomicLocalBackend',
     'DISK_CHECKS', 'DiskFullError', 'InsufficientDiskSpaceError', 'atomic_saving_installed',
     'atomic_write', 'estimate_checkpoint_bytes', 'install_atomic_saving',
     'use_atomic_checkpoint_hook'

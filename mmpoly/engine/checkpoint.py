@@ -6,8 +6,9 @@
 checkpoints need, so ``tools/test.py``, ``--resume``, ``load_from`` and
 ``init_cfg=dict(type='Pretrained')`` work under torch >= 2.6 without switching safe loading off.
 
-:class:`StrictCheckpointHook` (used by ``tools/test.py``) refuses a checkpoint whose weights do
-not fit the model: missing, unexpected and mis-shaped keys, see :func:`compare_state_dict`.
+:class:`StrictCheckpointHook` (used by ``tools/test.py`` for its CHECKPOINT and by
+``tools/train.py`` for ``load_from``) refuses a checkpoint whose weights do not fit the model:
+missing, unexpected and mis-shaped keys, see :func:`compare_state_dict`.
 """
 import logging
 import re
@@ -111,13 +112,20 @@ class StrictCheckpointHook(Hook):
     Args:
         strict: raise :class:`CheckpointMismatchError` on a mismatch; otherwise warn.
         path: the checkpoint file, for the messages.
+        hint: the last sentence of the error: how to load the checkpoint anyway (default:
+            :data:`TEST_HINT`, ``tools/test.py --non-strict``).
     """
 
     priority = 'LOWEST'
+    #: The default ``hint``: what ``tools/test.py`` offers.
+    TEST_HINT = ('To load the matching weights anyway, test non-strictly '
+                 '(tools/test.py --non-strict).')
 
-    def __init__(self, strict: bool = True, path: Optional[str] = None) -> None:
+    def __init__(self, strict: bool = True, path: Optional[str] = None,
+                 hint: Optional[str] = None) -> None:
         self.strict = strict
         self.path = path
+        self.hint = self.TEST_HINT if hint is None else hint
 
     def after_load_checkpoint(self, runner: Any, checkpoint: dict) -> None:
         """Compare ``checkpoint`` with ``runner.model`` before the Runner loads it."""
@@ -127,8 +135,7 @@ class StrictCheckpointHook(Hook):
         if self.strict:
             raise CheckpointMismatchError(
                 self.path, mismatch,
-                '\nIs it a checkpoint of this config\'s model? To load the matching weights '
-                'anyway, test non-strictly (tools/test.py --non-strict).')
+                f'\nIs it a checkpoint of this config\'s model? {self.hint}')
         print_log(f'NON-STRICT LOAD: the weights in checkpoint {self.path} do not fit the '
                   f'model; only the matching ones are loaded, the rest keep their initial '
                   f'values, so the results are not those of the checkpoint\'s model:\n'

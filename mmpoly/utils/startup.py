@@ -7,8 +7,10 @@ of a distributed job; the other ranks exit quietly) and exits with status 1. Set
 
 Checks: the config file and its ``_base_`` files (:func:`load_config`: a missing file, a syntax
 or other error with the real file and line), ``--cfg-options`` keys (:func:`check_cfg_options`),
-the work_dir (:func:`check_work_dir`), checkpoint paths (:func:`check_checkpoint`) and the data
-of datasets that can check their files without reading them (:func:`check_datasets`).
+the training loop's lengths and intervals (:func:`check_train_loop`), the work_dir
+(:func:`check_work_dir`; :func:`check_no_earlier_run` for a new training run), checkpoint paths
+(:func:`check_checkpoint`) and the data of datasets that can check their files without reading
+them (:func:`check_datasets`).
 
 Warned about, not refused (:func:`warn_ignored_keys`): top-level keys that mmengine's Runner
 ignores without a word although they look meant to act: those of mmcv 1.x configs
@@ -19,6 +21,8 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import math
+import numbers
 import os
 import os.path as osp
 import sys
@@ -32,7 +36,8 @@ from mmengine.config import Config
 
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
-    'startup_errors', 'load_config', 'check_cfg_options', 'check_work_dir', 'check_checkpoint',
+    'startup_errors', 'load_config', 'check_cfg_options', 'check_train_loop', 'check_work_dir',
+    'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys'
 ]
 
@@ -185,6 +190,25 @@ def _arguments(obj: Any) -> Optional[Set[str]]:
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
+#: The loop mmengine's Runner builds for each top-level loop key whose dict has no ``type``.
+IMPLIED_LOOPS = {'val_cfg': 'ValLoop', 'test_cfg': 'TestLoop'}
+
+
+def _implied_loop(key: str, loop_cfg: Mapping[str, Any]) -> Optional[str]:
+    """The loop class mmengine's Runner builds from the top-level ``key`` (``train_cfg``,
+    ``val_cfg`` or ``test_cfg``) when ``loop_cfg`` names no ``type``: for ``train_cfg``
+    ``EpochBasedTrainLoop`` if ``by_epoch`` is true, else ``IterBasedTrainLoop``
+    (``Runner.build_train_loop``); ``ValLoop`` and ``TestLoop``. None if ``loop_cfg`` has a
+    ``type``, or for ``train_cfg`` no ``by_epoch`` (the Runner fails on it), or another key."""
+    if not isinstance(loop_cfg, Mapping) or 'type' in loop_cfg:
+        return None
+    if key == 'train_cfg':
+        if 'by_epoch' not in loop_cfg:
+            return None
+        return 'EpochBasedTrainLoop' if loop_cfg['by_epoch'] else 'IterBasedTrainLoop'
+    return IMPLIED_LOOPS.get(key)
+
+
 def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
     """Refuse ``--cfg-options`` keys that are mistakes, before they are merged into ``cfg``.
 
@@ -192,7 +216,9 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
     that is absent. That part is unknown, and a :class:`StartupError` names it with close
     matches, when its dict has a ``type`` that is registered and takes no ``**kwargs`` and the
     part is none of its arguments (the build would fail), or when the part is a close match
-    (a typo) of a key the dict has or an argument its ``type`` takes. Other new keys are
+    (a typo) of a key the dict has or an argument its ``type`` takes. The top-level loop dicts
+    without a ``type`` have the type the Runner gives them (:func:`_implied_loop`, e.g.
+    ``IterBasedTrainLoop`` for ``train_cfg=dict(by_epoch=False, ...)``). Other new keys are
     accepted: configs may add arguments that a class takes but the base config does not set
     (e.g. ``model.backbone.init_cfg``). A list index out of range is an error too.
     """
@@ -218,6 +244,11 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
             if part in BUILDER_KEYS:
                 break
             type_ = options.get('.'.join(parts[:depth] + ['type']), node.get('type'))
+            if type_ is None and depth == 1:  # a loop dict: the type the Runner gives it
+                loop_cfg = dict(node)
+                if f'{parts[0]}.by_epoch' in options:
+                    loop_cfg['by_epoch'] = options[f'{parts[0]}.by_epoch']
+                type_ = _implied_loop(parts[0], loop_cfg)
             obj = _registered(type_, node.get('_scope_', scope)) if type_ else None
             arguments = _arguments(obj) if obj is not None else None
             known = sorted(set(node) | (arguments or set()))
@@ -354,6 +385,77 @@ def check_work_dir(work_dir: str) -> None:
     except OSError as error:
         raise StartupError(f'work_dir {work_dir!r} is not writable ({error.strerror}); '
                            f'{hint}') from error
+
+
+#: What each count of ``train_cfg`` that :func:`check_train_loop` checks means.
+TRAIN_LOOP_COUNTS = {
+    'max_epochs': 'the epochs to train',
+    'max_iters': 'the iterations to train',
+    'val_interval': 'validate every this many epochs, or iterations in an iteration-based loop',
+    'val_begin': 'the first epoch, or iteration, after which to validate',
+}
+
+
+def _whole_positive(value: Any) -> bool:
+    """Whether ``value`` is a whole number >= 1 (an int, or a float such as 2.0; not a bool)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Integral):
+        return value >= 1
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer() \
+        and value >= 1
+
+
+def check_train_loop(cfg: Config) -> None:
+    """``train_cfg``'s ``max_epochs``, ``max_iters``, ``val_interval`` and ``val_begin`` (those
+    it sets) must be whole numbers >= 1: mmengine's loops take 0 or a negative length and train
+    nothing, divide by a zero interval mid-run, or fail on a fraction after the Runner is built.
+    A :class:`StartupError` names each key and its value."""
+    train_cfg = cfg.get('train_cfg')
+    if not isinstance(train_cfg, Mapping):
+        return
+    bad = [key for key in TRAIN_LOOP_COUNTS
+           if key in train_cfg and not _whole_positive(train_cfg[key])]
+    if bad:
+        raise StartupError('; '.join(f'train_cfg.{key} must be a whole number >= 1 '
+                                     f'({TRAIN_LOOP_COUNTS[key]}), got {train_cfg[key]!r}'
+                                     for key in bad)
+                           + '. Set it in the config or with --cfg-options '
+                           + ' '.join(f'train_cfg.{key}=N' for key in bad))
+
+
+def earlier_run_files(work_dir: str) -> List[str]:
+    """The files of ``work_dir`` that an earlier training run left: ``*.pth`` and
+    ``last_checkpoint``, sorted."""
+    if not osp.isdir(work_dir):
+        return []
+    return sorted(name for name in os.listdir(work_dir)
+                  if (name.endswith('.pth') or name == 'last_checkpoint')
+                  and osp.isfile(osp.join(work_dir, name)))
+
+
+def check_no_earlier_run(work_dir: str, listed: int = 5) -> None:
+    """A new training run (no ``--resume``) refuses a ``work_dir`` holding an earlier run's
+    checkpoints (:func:`earlier_run_files`): it would overwrite them and leave its
+    ``last_checkpoint`` next to theirs, and a later ``--resume`` could pick either. Run it while
+    holding the work_dir's lock (:class:`mmpoly.engine.RunLock`), so that a run ending meanwhile
+    cannot slip through. Names at most ``listed`` files."""
+    found = earlier_run_files(work_dir)
+    if not found:
+        return
+    names = ', '.join(found[:listed]) + (f' and {len(found) - listed} more'
+                                         if len(found) > listed else '')
+    raise StartupError(f'work_dir {work_dir!r} holds the checkpoints of an earlier run ({names}); '
+                       'a new run there would overwrite them and mix its checkpoints with '
+                       'theirs. To continue that run, add --resume; for a new run, choose '
+                       'another folder with --work-dir DIR (or move this one away)')
+
+
+def same_checkpoint(a: Any, b: Any) -> bool:
+    """Whether two checkpoint options name the same file (local paths compared resolved)."""
+    if isinstance(a, str) and isinstance(b, str) and '://' not in a + b:
+        return osp.realpath(a) == osp.realpath(b)
+    return a == b
 
 
 def check_checkpoint(path: Optional[str], what: str, fix: str) -> None:

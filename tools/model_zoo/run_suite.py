@@ -11,7 +11,9 @@ tools/test.py on the full 10k test set, into ``test_metrics.json``) and then wri
 ``suite_record.json``: the seed, a hash of the config as run, the wall time of the training and
 test commands, the top-1, and the status (``complete``, or ``diverged`` when training stopped at
 a non-finite loss or gradient: mmpoly's NonFiniteCheckHook). Finished runs (a valid record and
-metrics file) are skipped; a failed run is rerun. A run folder whose record was made with a
+metrics file) are skipped; a failed run is rerun, from scratch: the checkpoints its failed or
+interrupted attempt left in the folder are removed first, with a note (tools/train.py refuses a
+new run in a folder holding checkpoints). A run folder whose record was made with a
 different config (a config, a base, or ``--max-iters`` changed) is refused: results of two
 configs are never mixed. ``--max-iters`` and ``--test-images`` shorten every run (smoke tests)
 and ``--cfg-options`` changes it; all are part of the hash, and zoo_results.py keeps such runs out
@@ -122,6 +124,24 @@ def _write_record(folder: Path, record: dict) -> None:
     atomic_write(json.dumps(record, indent=2, sort_keys=True) + '\n', folder / RECORD_FILE)
 
 
+def remove_failed_attempt(folder: Path, log: Optional[Path] = None) -> List[str]:
+    """Remove the checkpoints (``*.pth``, ``last_checkpoint``) that an unfinished attempt left
+    in ``folder``, before the run is trained again from scratch there, and say so (stdout and
+    ``log``); the names removed."""
+    stale = sorted(path.name for path in folder.iterdir() if path.is_file() and (
+        path.suffix == '.pth' or path.name == 'last_checkpoint'))
+    for name in stale:
+        (folder / name).unlink()
+    if stale:
+        note = (f'{folder}: removed the checkpoints of an earlier attempt that did not finish '
+                f'({", ".join(stale)}) before training this run again from scratch')
+        print(note, flush=True)
+        if log is not None:
+            with open(log, 'a') as out:
+                out.write(note + '\n')
+    return stale
+
+
 def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
             max_iters: Optional[int] = None, test_images: Optional[int] = None,
             extra: Optional[Dict[str, object]] = None) -> dict:
@@ -131,7 +151,12 @@ def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / 'suite.log'
     log.write_text('')  # this attempt's output only (a divergence is recognised in it)
-    options = [f'{k}={v}' for k, v in overrides(seed, max_iters, test_images, extra).items()]
+    remove_failed_attempt(folder, log)
+    settings = overrides(seed, max_iters, test_images, extra)
+    options = [f'{k}={v}' for k, v in settings.items()]
+    # the test loads the trained checkpoint: a load_from for the training is not passed on
+    # (tools/test.py refuses a load_from other than its CHECKPOINT)
+    test_options = [f'{k}={v}' for k, v in settings.items() if k != 'load_from']
     cfg_file = str(config_path(config))
     record = dict(config=Path(config).stem, seed=seed, config_hash=expected_hash,
                   max_iters=max_iters, test_images=test_images, cfg_options=extra or None,
@@ -155,7 +180,7 @@ def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
     metrics = folder / METRICS_FILE
     status, record['test_seconds'] = _run(
         [sys.executable, 'tools/test.py', cfg_file, checkpoint, '--work-dir', str(folder),
-         '--out', str(metrics), '--out-item', 'metrics', '--cfg-options', *options], log)
+         '--out', str(metrics), '--out-item', 'metrics', '--cfg-options', *test_options], log)
     top1 = read_top1(metrics) if status == 0 else None
     if top1 is None:
         record.update(status='failed', error=f'tools/test.py exited with {status} or wrote no '
