@@ -131,6 +131,21 @@ def randomise(module: torch.nn.Module, scale: float = 0.3) -> torch.nn.Module:
     return module
 
 
+def randomise_norms(module: torch.nn.Module) -> torch.nn.Module:
+    """Non-trivial affine parameters and running statistics of every norm layer (eval mode
+    uses the statistics; the initial 1, 0, 0, 1 would hide a mix-up)."""
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._NormBase):
+                if m.affine:
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.normal_()
+                if m.track_running_stats:
+                    m.running_mean.normal_()
+                    m.running_var.uniform_(0.5, 2.0)
+    return module
+
+
 def first_degree_terms(block: torch.nn.Module, x: Tensor) -> Tuple[Tensor, Tensor]:
     """The branch C z and the projecting shortcut I z of an eval-mode block with stride 2 and a
     downsample, computed by hand from its weights: x (B, Cin, H, W) -> 2 × (B, C, H/2, W/2)."""

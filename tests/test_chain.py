@@ -6,6 +6,7 @@ from typing import Dict, List
 import pytest
 import torch
 import torch.nn.modules.module as module_hooks
+from helpers import randomise_norms
 from torch import Tensor, nn
 
 from mmpoly.models import PDCBlock
@@ -20,16 +21,7 @@ def _term(degree: int = 2, **kwargs) -> PolynomialTerm:
                    scale_init=0.7)
     options.update(kwargs)
     torch.manual_seed(degree)
-    term = PolynomialTerm(degree, 6, 5, 7, **options).double()
-    for module in term.modules():  # non-trivial affine parameters and running statistics
-        if isinstance(module, nn.modules.batchnorm._NormBase):
-            if module.affine:
-                module.weight.data.uniform_(0.5, 1.5)
-                module.bias.data.normal_()
-            if module.track_running_stats:
-                module.running_mean.normal_()
-                module.running_var.uniform_(0.5, 2.0)
-    return term
+    return randomise_norms(PolynomialTerm(degree, 6, 5, 7, **options).double())
 
 
 def _layers(term: PolynomialTerm, z: Tensor) -> Tensor:

@@ -19,7 +19,7 @@ from typing import Dict
 
 import pytest
 import torch
-from torch import nn
+from helpers import randomise_norms
 
 from mmpoly.models import PolyResNetBase, ResNetBlock
 from mmpoly.registry import MODELS
@@ -66,23 +66,10 @@ def test_the_families_cover_every_registered_block_and_backbone():
     assert {f['type'] for f in FAMILIES.values()} == _registered(PolyResNetBase)
 
 
-def _randomise(model: nn.Module) -> nn.Module:
-    """Non-trivial norm parameters and running statistics (eval mode uses them)."""
-    for module in model.modules():
-        if isinstance(module, nn.modules.batchnorm._NormBase):
-            if module.affine:
-                module.weight.data.uniform_(0.5, 1.5)
-                module.bias.data.normal_()
-            if module.track_running_stats:
-                module.running_mean.normal_()
-                module.running_var.uniform_(0.5, 2.0)
-    return model
-
-
 @pytest.mark.parametrize('family', list(FAMILIES))
 def test_backbones_trace_with_torch_fx(family):
     torch.manual_seed(0)
-    backbone = _randomise(MODELS.build(dict(SMALL, **FAMILIES[family]))).eval()
+    backbone = randomise_norms(MODELS.build(dict(SMALL, **FAMILIES[family]))).eval()
     x = torch.randn(2, 3, 16, 16)
     if 'channels-last' in family:
         backbone.to(memory_format=torch.channels_last)

@@ -180,15 +180,31 @@ def test_cfg_options_typos_are_refused_with_close_matches(tools, tmp_path: Path,
                      'config, list items by index (e.g. param_scheduler.0.end)'], lines
 
 
+def test_optim_wrapper_without_a_type_is_checked_as_an_optim_wrapper() -> None:
+    """mmengine builds an OptimWrapper from an optim_wrapper dict without a type: a typo of
+    its arguments fails the build with a TypeError, so it is refused at start-up."""
+    cfg = Config.fromfile(FASHION)
+    assert 'type' not in cfg.optim_wrapper and 'optimizer' in cfg.optim_wrapper
+    with pytest.raises(StartupError, match=r"optim_wrapper.clip_gard.max_norm: 'clip_gard' is "
+                       r"not a key of optim_wrapper nor an argument of its type 'OptimWrapper' "
+                       r'\(close matches: clip_grad'):
+        check_cfg_options(cfg, {'optim_wrapper.clip_gard.max_norm': 1.0})
+    check_cfg_options(cfg, {'optim_wrapper.clip_grad.max_norm': 1.0,
+                            'optim_wrapper.accumulative_counts': 2})
+
+
 def test_loops_without_a_type_are_checked_as_the_loop_the_runner_builds() -> None:
-    assert startup._implied_loop('train_cfg', dict(by_epoch=True, max_epochs=2)) == \
+    assert startup._implied_type('train_cfg', dict(by_epoch=True, max_epochs=2)) == \
         'EpochBasedTrainLoop'
-    assert startup._implied_loop('train_cfg', dict(by_epoch=False)) == 'IterBasedTrainLoop'
-    assert startup._implied_loop('train_cfg', dict(max_epochs=2)) is None  # the Runner fails
-    assert startup._implied_loop('train_cfg', dict(type='MyLoop', by_epoch=True)) is None
-    assert startup._implied_loop('val_cfg', dict()) == 'ValLoop'
-    assert startup._implied_loop('test_cfg', dict(fp16=True)) == 'TestLoop'
-    assert startup._implied_loop('model', dict()) is None
+    assert startup._implied_type('train_cfg', dict(by_epoch=False)) == 'IterBasedTrainLoop'
+    assert startup._implied_type('train_cfg', dict(max_epochs=2)) is None  # the Runner fails
+    assert startup._implied_type('train_cfg', dict(type='MyLoop', by_epoch=True)) is None
+    assert startup._implied_type('val_cfg', dict()) == 'ValLoop'
+    assert startup._implied_type('test_cfg', dict(fp16=True)) == 'TestLoop'
+    assert startup._implied_type('model', dict()) is None
+    assert startup._implied_type('optim_wrapper', dict(optimizer=dict(type='SGD'))) == \
+        'OptimWrapper'
+    assert startup._implied_type('optim_wrapper', dict(optimizer={}, constructor='Mine')) is None
     cfg = Config.fromfile(str(CONFIGS / 'pdc_resnet18_1xb128_cifar10.py'))  # epoch-based
     assert cfg.train_cfg.by_epoch and 'type' not in cfg.train_cfg
     with pytest.raises(StartupError, match=r"train_cfg.max_iters: 'max_iters' is not a key of "
@@ -560,3 +576,39 @@ def test_upstream_configs_with_keys_mmengine_ignores(
     root = Path(importlib.import_module(package).__file__).parent / '.mim' / 'configs'
     assert startup.warn_ignored_keys(Config.fromfile(str(root / config)), 'x') == keys
     assert capsys.readouterr().err.count('x: warning: config key') == len(keys)
+
+
+def test_a_distributed_launcher_without_its_environment_is_one_message(tmp_path: Path) -> None:
+    """``--launcher pytorch`` outside torchrun: the missing variables and how to start the job,
+    as one error line with exit status 1, from both tools."""
+    import torch
+    checkpoint = tmp_path / 'weights.pth'
+    torch.save(dict(meta={}, state_dict={}), checkpoint)
+    expected = ("error: --launcher pytorch needs the environment variables ['RANK', "
+                "'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'], which are not set; start the job "
+                'with tools/dist_train.sh / python -m torch.distributed.run')
+    for tool, extra in (('train.py', []), ('test.py', [str(checkpoint)])):
+        code, lines = run_tool([str(TOOLS / tool), FASHION, *extra, '--work-dir',
+                                str(tmp_path / tool), '--launcher', 'pytorch'])
+        assert code == 1, lines
+        assert lines[-1] == f'tools/{tool}: {expected}', lines
+        assert not any('Traceback' in line for line in lines), lines
+
+
+def test_compile_options_merge_into_compile_and_a_typo_is_one_message(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--compile`` (compile_model=True) with ``--cfg-options compile_model.backend=eager``: the
+    key goes into a dict of the defaults (mmengine cannot merge a key into True); an unknown
+    torch.compile option is refused before the Runner is built."""
+    train_tool = tools[0]
+    args = train_tool.parse_args([FASHION, '--work-dir', str(tmp_path / 'w'), '--compile',
+                                  '--cfg-options', 'compile_model.backend=eager'])
+    cfg = train_tool.merge_args(load_config(FASHION), args)
+    assert cfg.compile_model == dict(backend='eager')
+    args = train_tool.parse_args([FASHION, '--work-dir', str(tmp_path / 'w'), '--compile'])
+    assert train_tool.merge_args(load_config(FASHION), args).compile_model is True
+    lines = run_main(train_tool, [FASHION, '--work-dir', str(tmp_path / 'w'), '--compile',
+                                  '--cfg-options', 'compile_model.backnd=eager'], capsys)
+    assert lines[-1] == ("tools/train.py: error: compile_model: unknown torch.compile option(s) "
+                         "['backnd']; allowed: ['backend', 'mode', 'dynamic', 'fullgraph', "
+                         "'options']"), lines

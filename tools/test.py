@@ -27,7 +27,7 @@ import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 
-from mmpoly.engine import build_runner, shutdown_distributed
+from mmpoly.engine import LaunchEnvironmentError, build_runner, shutdown_distributed
 from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
                                       StrictCheckpointHook, UnsafeCheckpointError)
 from mmpoly.engine.memory_format import check_channels_last
@@ -226,5 +226,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 if __name__ == '__main__':
     try:
         main()
-    except (CorruptCheckpointError, UnsafeCheckpointError, CheckpointMismatchError) as error:
+    except (CorruptCheckpointError, UnsafeCheckpointError, CheckpointMismatchError,
+            LaunchEnvironmentError) as error:
         sys.exit(f'tools/test.py: error: {error}')

@@ -24,10 +24,11 @@ from typing import Any, Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from mmpoly.engine import (CheckpointMismatchError, CorruptCheckpointError, ResumeError, RunLock,
-                           StrictCheckpointHook, UnsafeCheckpointError, WorkDirLockedError,
-                           build_runner, shutdown_distributed)
-from mmpoly.engine.compile import apply_compile, configure_amp
+from mmpoly.engine import (CheckpointMismatchError, CorruptCheckpointError,
+                           LaunchEnvironmentError, ResumeError, RunLock, StrictCheckpointHook,
+                           UnsafeCheckpointError, WorkDirLockedError, build_runner,
+                           shutdown_distributed)
+from mmpoly.engine.compile import apply_compile, compile_kwargs, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
@@ -38,7 +39,7 @@ from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpo
 #: Refusals met while the Runner is built and loads its checkpoint, before the first
 #: iteration: reported in one message like the start-up errors, not as a traceback.
 REFUSALS = (ResumeError, WorkDirLockedError, CheckpointMismatchError, CorruptCheckpointError,
-            UnsafeCheckpointError)
+            UnsafeCheckpointError, LaunchEnvironmentError)
 #: The last sentence of the error for a ``load_from`` whose weights do not fit the model.
 LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep their initial '
                   'values), load it non-strictly: tools/train.py --non-strict.')
@@ -153,6 +154,9 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         configure_amp(cfg)
     if args.compile and not cfg.get('compile_model'):
         cfg.compile_model = True
+    if cfg.get('compile_model') is True and any(
+            key.startswith('compile_model.') for key in args.cfg_options or {}):
+        cfg.compile_model = {}  # True means the defaults; the options' keys go into a dict
     if args.channels_last:
         cfg.channels_last = True
     if args.cfg_options is not None and 'load_from' in args.cfg_options:
@@ -202,10 +206,15 @@ def check_resume_and_load_from(resume: Optional[str], load_from: Any) -> None:
 
 def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     """Refuse, before the Runner is built, a checkpoint that does not exist, a training loop
-    length or interval that is not a whole number >= 1, an unusable work_dir and missing data,
+    length or interval that is not a whole number >= 1, a bad ``compile_model``, an unusable
+    work_dir and missing data,
     and warn about top-level config keys that have no effect (:mod:`mmpoly.utils.startup`)."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_train_loop(cfg)
+    try:
+        compile_kwargs(cfg.get('compile_model'))
+    except ValueError as error:  # an unknown torch.compile option or a bad value
+        raise StartupError(str(error)) from None
     if args.non_strict and cfg.get('resume'):
         raise StartupError('--non-strict applies to load_from, not to --resume: a resumed '
                            'checkpoint must fit the model (its optimizer state continues). '

@@ -23,8 +23,9 @@ from .memory_format import (apply_channels_last, channels_last_before_wrapping,
                             channels_last_option, check_channels_last, to_channels_last)
 from .non_finite import NonFiniteValidationHook, first_non_finite_output
 from .precise_bn import RecomputeBNHook, recompute_bn_statistics
-from .launcher import (DEFAULT_GLOO_TIMEOUT_S, build_runner, cpu_model_wrapper_cfg, dist_timeout,
-                       resolve_dist_env, setup_cpu_distributed, shutdown_distributed)
+from .launcher import (DEFAULT_GLOO_TIMEOUT_S, LaunchEnvironmentError, build_runner,
+                       cpu_model_wrapper_cfg, dist_timeout, resolve_dist_env,
+                       setup_cpu_distributed, shutdown_distributed)
 from .resume import (ResumeError, find_resume_candidates, prepare_resume, resume_problems,
                      run_problems, select_checkpoint)
 from .run_lock import LOCK_FILENAME, RunLock, WorkDirLockedError, describe_run
@@ -45,7 +46,8 @@ __all__ = [
     'unwrap_model', 'ModelCheckHook', 'NonFiniteCheckHook', 'NonFiniteError',
     'UnknownHookOptionError', 'check_hook_options', 'build_runner', 'cpu_model_wrapper_cfg',
     'resolve_dist_env', 'setup_cpu_distributed', 'shutdown_distributed',
-    'DEFAULT_GLOO_TIMEOUT_S', 'dist_timeout', 'ResumeError', 'find_resume_candidates',
+    'DEFAULT_GLOO_TIMEOUT_S', 'LaunchEnvironmentError', 'dist_timeout', 'ResumeError',
+    'find_resume_candidates',
     'prepare_resume', 'resume_problems', 'run_problems', 'select_checkpoint', 'LOCK_FILENAME',
     'RunLock', 'WorkDirLockedError', 'describe_run', 'AtomicCheckpointHook', 'AtomicLocalBackend',
     'DISK_CHECKS', 'DiskFullError', 'InsufficientDiskSpaceError', 'atomic_saving_installed',

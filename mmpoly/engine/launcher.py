@@ -44,7 +44,8 @@ from .config_text import caching_pretty_text
 from .memory_format import apply_channels_last, channels_last_before_wrapping
 
 __all__ = [
-    'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'resolve_dist_env', 'cpu_model_wrapper_cfg',
+    'DistEnv', 'DEFAULT_GLOO_TIMEOUT_S', 'LaunchEnvironmentError', 'resolve_dist_env',
+    'cpu_model_wrapper_cfg',
     'dist_timeout', 'setup_cpu_distributed', 'build_runner', 'shutdown_distributed'
 ]
 
@@ -63,14 +64,20 @@ class DistEnv(NamedTuple):
     master_port: str
 
 
+class LaunchEnvironmentError(RuntimeError):
+    """``--launcher`` names a launcher whose environment variables this process lacks (e.g.
+    ``--launcher pytorch`` run without torchrun)."""
+
+
 def _require(env: Dict[str, str], names: tuple, launcher: str) -> None:
     missing = [name for name in names if not env.get(name)]
     if missing:
-        raise RuntimeError(f'--launcher {launcher} needs the environment variables {missing}, '
-                           'which are not set; start the job with '
-                           + {'pytorch': 'tools/dist_train.sh / python -m torch.distributed.run',
-                              'slurm': 'srun (tools/slurm_train.sh)',
-                              'mpi': 'mpirun (Open MPI), with MASTER_ADDR exported'}[launcher])
+        raise LaunchEnvironmentError(
+            f'--launcher {launcher} needs the environment variables {missing}, which are not '
+            'set; start the job with '
+            + {'pytorch': 'tools/dist_train.sh / python -m torch.distributed.run',
+               'slurm': 'srun (tools/slurm_train.sh)',
+               'mpi': 'mpirun (Open MPI), with MASTER_ADDR exported'}[launcher])
 
 
 def _slurm_master_addr(node_list: str) -> str:

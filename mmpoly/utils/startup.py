@@ -194,18 +194,21 @@ def _arguments(obj: Any) -> Optional[Set[str]]:
 IMPLIED_LOOPS = {'val_cfg': 'ValLoop', 'test_cfg': 'TestLoop'}
 
 
-def _implied_loop(key: str, loop_cfg: Mapping[str, Any]) -> Optional[str]:
-    """The loop class mmengine's Runner builds from the top-level ``key`` (``train_cfg``,
-    ``val_cfg`` or ``test_cfg``) when ``loop_cfg`` names no ``type``: for ``train_cfg``
-    ``EpochBasedTrainLoop`` if ``by_epoch`` is true, else ``IterBasedTrainLoop``
-    (``Runner.build_train_loop``); ``ValLoop`` and ``TestLoop``. None if ``loop_cfg`` has a
-    ``type``, or for ``train_cfg`` no ``by_epoch`` (the Runner fails on it), or another key."""
-    if not isinstance(loop_cfg, Mapping) or 'type' in loop_cfg:
+def _implied_type(key: str, node: Mapping[str, Any]) -> Optional[str]:
+    """The class mmengine's Runner builds from the top-level dict ``key`` when ``node`` names no
+    ``type``: for ``train_cfg`` ``EpochBasedTrainLoop`` if ``by_epoch`` is true, else
+    ``IterBasedTrainLoop`` (``Runner.build_train_loop``); ``ValLoop`` and ``TestLoop``; for
+    ``optim_wrapper`` with an ``optimizer`` and no ``constructor``, ``OptimWrapper``
+    (``DefaultOptimWrapperConstructor``). None if ``node`` has a ``type``, for ``train_cfg``
+    without ``by_epoch`` (the Runner fails on it), or for another key."""
+    if not isinstance(node, Mapping) or 'type' in node:
         return None
     if key == 'train_cfg':
-        if 'by_epoch' not in loop_cfg:
+        if 'by_epoch' not in node:
             return None
-        return 'EpochBasedTrainLoop' if loop_cfg['by_epoch'] else 'IterBasedTrainLoop'
+        return 'EpochBasedTrainLoop' if node['by_epoch'] else 'IterBasedTrainLoop'
+    if key == 'optim_wrapper':
+        return 'OptimWrapper' if 'optimizer' in node and 'constructor' not in node else None
     return IMPLIED_LOOPS.get(key)
 
 
@@ -216,10 +219,11 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
     that is absent. That part is unknown, and a :class:`StartupError` names it with close
     matches, when its dict has a ``type`` that is registered and takes no ``**kwargs`` and the
     part is none of its arguments (the build would fail), or when the part is a close match
-    (a typo) of a key the dict has or an argument its ``type`` takes. The top-level loop dicts
-    without a ``type`` have the type the Runner gives them (:func:`_implied_loop`, e.g.
-    ``IterBasedTrainLoop`` for ``train_cfg=dict(by_epoch=False, ...)``). Other new keys are
-    accepted: configs may add arguments that a class takes but the base config does not set
+    (a typo) of a key the dict has or an argument its ``type`` takes. The top-level loop and
+    optimizer-wrapper dicts without a ``type`` have the type the Runner gives them
+    (:func:`_implied_type`: ``IterBasedTrainLoop`` for ``train_cfg=dict(by_epoch=False, ...)``,
+    ``OptimWrapper`` for ``optim_wrapper=dict(optimizer=...)``). Other new keys are accepted:
+    configs may add arguments that a class takes but the base config does not set
     (e.g. ``model.backbone.init_cfg``). A list index out of range is an error too.
     """
     scope = cfg.get('default_scope') or 'mmengine'
@@ -244,11 +248,11 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
             if part in BUILDER_KEYS:
                 break
             type_ = options.get('.'.join(parts[:depth] + ['type']), node.get('type'))
-            if type_ is None and depth == 1:  # a loop dict: the type the Runner gives it
-                loop_cfg = dict(node)
+            if type_ is None and depth == 1:  # a top-level dict: the type the Runner gives it
+                implied = dict(node)
                 if f'{parts[0]}.by_epoch' in options:
-                    loop_cfg['by_epoch'] = options[f'{parts[0]}.by_epoch']
-                type_ = _implied_loop(parts[0], loop_cfg)
+                    implied['by_epoch'] = options[f'{parts[0]}.by_epoch']
+                type_ = _implied_type(parts[0], implied)
             obj = _registered(type_, node.get('_scope_', scope)) if type_ else None
             arguments = _arguments(obj) if obj is not None else None
             known = sorted(set(node) | (arguments or set()))
