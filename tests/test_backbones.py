@@ -252,6 +252,21 @@ def test_pinet_scale_init_is_refused_only_where_unused():
     assert _pinet(learn_scale=False, scale_init=1.0).scale is None
 
 
+def test_pinet_projection_kernel_size_is_refused_only_where_unused():
+    with pytest.raises(ValueError, match=r'projection_kernel_size=3 is unused with '
+                                         r'num_input_convs=0 and num_projection_convs=0'):
+        _pinet(num_projection_convs=0, projection_kernel_size=3)
+    assert not list(_pinet(num_projection_convs=0).input_convs)  # the default kernel is fine
+
+    def kernels(module: nn.Module) -> set:
+        return {m.kernel_size for m in module.modules() if isinstance(m, nn.Conv2d)}
+
+    block = _pinet(num_projection_convs=0, num_input_convs=1, projection_kernel_size=3)
+    assert kernels(block.input_convs) == {(3, 3)} and not kernels(block.projection)
+    block = _pinet(projection_kernel_size=3)
+    assert kernels(block.projection) == {(3, 3)} and not kernels(block.input_convs)
+
+
 SMALL = dict(depth=None, stage_blocks=[1, 1], stage_channels=[8, 16], out_indices=(1, ))
 
 

@@ -612,3 +612,31 @@ def test_compile_options_merge_into_compile_and_a_typo_is_one_message(
     assert lines[-1] == ("tools/train.py: error: compile_model: unknown torch.compile option(s) "
                          "['backnd']; allowed: ['backend', 'mode', 'dynamic', 'fullgraph', "
                          "'options']"), lines
+
+
+def test_dist_cfg_keys_are_the_launchers_and_the_process_groups(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A typo in env_cfg.dist_cfg is refused by both tools before anything starts (one process
+    would ignore it; a distributed job fails on it in init_process_group)."""
+    import inspect
+
+    import torch.distributed
+    allowed = startup.dist_cfg_keys()
+    passed_on = set(inspect.signature(torch.distributed.init_process_group).parameters)
+    assert {'backend', 'init_backend', 'port', 'timeout', 'init_method'} <= set(allowed)
+    assert set(allowed) - {'init_backend', 'port'} == \
+        {name for name in passed_on - {'rank', 'world_size'} if not name.startswith('_')}
+    cfg = Config.fromfile(FASHION)
+    startup.check_dist_cfg(cfg)  # the configs' own dist_cfg
+    cfg.merge_from_dict({'env_cfg.dist_cfg.timeout': 10,
+                         'env_cfg.dist_cfg.init_backend': 'torch'})
+    startup.check_dist_cfg(cfg)
+    checkpoint = tmp_path / 'weights.pth'
+    checkpoint.write_bytes(b'')
+    for tool, extra in ((tools[0], []), (tools[1], [str(checkpoint)])):
+        lines = run_main(tool, [FASHION, *extra, '--work-dir', str(tmp_path / 'w'),
+                                '--cfg-options', 'env_cfg.dist_cfg.timeot=10'], capsys)
+        assert lines[-1].endswith(
+            'error: env_cfg.dist_cfg.timeot: not an option of mmengine.dist.init_dist or '
+            'torch.distributed.init_process_group (close matches: timeout). Allowed: '
+            + ', '.join(allowed)), lines

@@ -33,8 +33,8 @@ from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpoint
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_work_dir, load_config, same_checkpoint,
-                                  startup_errors, warn_ignored_keys)
+                                  check_datasets, check_dist_cfg, check_work_dir, load_config,
+                                  same_checkpoint, startup_errors, warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
 PREDICTION_SUFFIXES = ('.pkl', '.pickle')
@@ -209,6 +209,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         register_all_modules(init_default_scope=True)
         cfg = merge_args(load_config(args.config), args)
         warn_ignored_keys(cfg, 'tools/test.py', args.launcher)
+        check_dist_cfg(cfg)
         check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the path of a checkpoint file '
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
         check_work_dir(cfg.work_dir)

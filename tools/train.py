@@ -32,9 +32,9 @@ from mmpoly.engine.compile import apply_compile, compile_kwargs, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_no_earlier_run, check_train_loop,
-                                  check_work_dir, launcher_rank, load_config, same_checkpoint,
-                                  startup_errors, warn_ignored_keys)
+                                  check_datasets, check_dist_cfg, check_no_earlier_run,
+                                  check_train_loop, check_work_dir, launcher_rank, load_config,
+                                  same_checkpoint, startup_errors, warn_ignored_keys)
 
 #: Refusals met while the Runner is built and loads its checkpoint, before the first
 #: iteration: reported in one message like the start-up errors, not as a traceback.
@@ -211,6 +211,7 @@ def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     and warn about top-level config keys that have no effect (:mod:`mmpoly.utils.startup`)."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_train_loop(cfg)
+    check_dist_cfg(cfg)
     try:
         compile_kwargs(cfg.get('compile_model'))
     except ValueError as error:  # an unknown torch.compile option or a bad value

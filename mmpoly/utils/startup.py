@@ -38,7 +38,8 @@ __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
     'startup_errors', 'load_config', 'check_cfg_options', 'check_train_loop', 'check_work_dir',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
-    'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys'
+    'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
+    'check_dist_cfg'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -369,6 +370,39 @@ def warn_ignored_keys(cfg: Config, prog: str, launcher: str = 'none') -> List[st
 
 
 # --------------------------------------------------------------------------- files
+
+
+def dist_cfg_keys() -> List[str]:
+    """The keys ``env_cfg.dist_cfg`` may hold: ``mmengine.dist.init_dist``'s own (``backend``,
+    ``init_backend``; ``port`` for slurm and mpi) and the ``torch.distributed.init_process_group``
+    arguments it passes on, less ``rank`` and ``world_size``, which it sets itself (and
+    private ones)."""
+    import torch.distributed
+    passed_on = inspect.signature(torch.distributed.init_process_group).parameters
+    return ['backend', 'init_backend', 'port'] + [
+        name for name in passed_on
+        if name not in ('backend', 'rank', 'world_size') and not name.startswith('_')]
+
+
+def check_dist_cfg(cfg: Config) -> None:
+    """Refuse an ``env_cfg.dist_cfg`` key that no launcher takes (a typo such as ``timeot``:
+    one process ignores it, a distributed job fails on it once every process has started), or
+    a ``dist_cfg`` that is not a dict. A :class:`StartupError` names the key, close matches
+    and the keys allowed (:func:`dist_cfg_keys`)."""
+    dist_cfg = (cfg.get('env_cfg') or {}).get('dist_cfg')
+    if dist_cfg is None:
+        return
+    if not isinstance(dist_cfg, Mapping):
+        raise StartupError(f'env_cfg.dist_cfg must be a dict of process-group options, got '
+                           f'{dist_cfg!r}')
+    allowed = dist_cfg_keys()
+    unknown = [key for key in dist_cfg if key not in allowed]
+    if unknown:
+        raise StartupError('; '.join(f'env_cfg.dist_cfg.{key}: not an option of '
+                                     f'mmengine.dist.init_dist or '
+                                     f'torch.distributed.init_process_group'
+                                     f'{_close(str(key), allowed)}' for key in unknown)
+                           + f'. Allowed: {", ".join(allowed)}')
 
 
 def check_work_dir(work_dir: str) -> None:

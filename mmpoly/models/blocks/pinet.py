@@ -69,6 +69,11 @@ class PiNetBlock(ResNetBlock):
         check_non_negative_int('num_input_convs', num_input_convs)
         check_non_negative_int('num_projection_convs', num_projection_convs)
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
+        if projection_kernel_size != 1 and num_input_convs == 0 and num_projection_convs == 0:
+            raise ValueError(
+                f'projection_kernel_size={projection_kernel_size} is unused with '
+                'num_input_convs=0 and num_projection_convs=0 (no conv takes it): set one of '
+                'them >= 1, or leave projection_kernel_size at 1')
         check_choice('learn_scale', learn_scale, (True, False))
         if scale_init is not None:
             check_number('scale_init', scale_init)
