@@ -19,7 +19,6 @@ are warned about (:mod:`mmpoly.utils.startup`).
 import argparse
 import os
 import os.path as osp
-import sys
 from copy import deepcopy
 from typing import Optional, Sequence, Tuple
 
@@ -27,9 +26,8 @@ import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
 
-from mmpoly.engine import LaunchEnvironmentError, build_runner, shutdown_distributed
-from mmpoly.engine.checkpoint import (CheckpointMismatchError, CorruptCheckpointError,
-                                      StrictCheckpointHook, UnsafeCheckpointError)
+from mmpoly.engine import (STARTUP_REFUSALS, StrictCheckpointHook, build_runner,
+                           shutdown_distributed)
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
@@ -115,8 +113,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.out is None and args.out_item is not None:
         parser.error('--out-item needs --out (the file to write to)')
-    if args.out is not None and out_problem(args.out, args.out_item):
-        parser.error(out_problem(args.out, args.out_item))
+    problem = None if args.out is None else out_problem(args.out, args.out_item)
+    if problem:
+        parser.error(problem)
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
@@ -214,6 +213,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
         check_work_dir(cfg.work_dir)
         check_datasets(cfg, ['test_dataloader'])
+        try:
+            build_and_test(cfg, args)
+        except STARTUP_REFUSALS as error:  # e.g. a checkpoint that does not fit: one message
+            raise StartupError(str(error)) from error
+    shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
+
+
+def build_and_test(cfg: Config, args: argparse.Namespace) -> None:
+    """Build the Runner, load CHECKPOINT (strictly unless ``--non-strict``) and test; write
+    ``--out``."""
     runner = build_runner(cfg)
     runner.register_hook(StrictCheckpointHook(strict=not args.non_strict, path=args.checkpoint))
     if args.out and args.out_item in ('pred', None):
@@ -221,12 +230,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     metrics = runner.test()
     if args.out and args.out_item == 'metrics' and runner.rank == 0:
         mmengine.dump(metrics, args.out)
-    shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 
 
 if __name__ == '__main__':
-    try:
-        main()
-    except (CorruptCheckpointError, UnsafeCheckpointError, CheckpointMismatchError,
-            LaunchEnvironmentError) as error:
-        sys.exit(f'tools/test.py: error: {error}')
+    main()

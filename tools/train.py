@@ -24,9 +24,7 @@ from typing import Any, Optional, Sequence
 
 from mmengine.config import Config, ConfigDict, DictAction
 
-from mmpoly.engine import (CheckpointMismatchError, CorruptCheckpointError,
-                           LaunchEnvironmentError, ResumeError, RunLock, StrictCheckpointHook,
-                           UnsafeCheckpointError, WorkDirLockedError, build_runner,
+from mmpoly.engine import (STARTUP_REFUSALS, RunLock, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
 from mmpoly.engine.compile import apply_compile, compile_kwargs, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
@@ -36,10 +34,6 @@ from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpo
                                   check_train_loop, check_work_dir, launcher_rank, load_config,
                                   same_checkpoint, startup_errors, warn_ignored_keys)
 
-#: Refusals met while the Runner is built and loads its checkpoint, before the first
-#: iteration: reported in one message like the start-up errors, not as a traceback.
-REFUSALS = (ResumeError, WorkDirLockedError, CheckpointMismatchError, CorruptCheckpointError,
-            UnsafeCheckpointError, LaunchEnvironmentError)
 #: The last sentence of the error for a ``load_from`` whose weights do not fit the model.
 LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep their initial '
                   'values), load it non-strictly: tools/train.py --non-strict.')
@@ -206,9 +200,9 @@ def check_resume_and_load_from(resume: Optional[str], load_from: Any) -> None:
 
 def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     """Refuse, before the Runner is built, a checkpoint that does not exist, a training loop
-    length or interval that is not a whole number >= 1, a bad ``compile_model``, an unusable
-    work_dir and missing data,
-    and warn about top-level config keys that have no effect (:mod:`mmpoly.utils.startup`)."""
+    length or interval that is not a whole number >= 1, a bad ``compile_model`` or
+    ``env_cfg.dist_cfg``, an unusable work_dir and missing data, and warn about top-level config
+    keys that have no effect (:mod:`mmpoly.utils.startup`)."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_train_loop(cfg)
     check_dist_cfg(cfg)
@@ -267,7 +261,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             with lock:
                 check_startup_locked(cfg)
                 build_and_train(cfg, args)
-        except REFUSALS as error:  # before the first iteration: one message, no traceback
+        except STARTUP_REFUSALS as error:  # before the first iteration: one message
             raise StartupError(str(error)) from error
     shutdown_distributed()  # every rank, after the run: no gloo thread left at exit
 

@@ -37,6 +37,12 @@ from .saving import (DISK_CHECKS, AtomicCheckpointHook, AtomicLocalBackend, Disk
 install_safe_checkpoint_loader()
 install_atomic_saving()
 
+#: Refusals met while a tool builds the Runner and loads its checkpoint, before the first
+#: iteration: tools/train.py and tools/test.py report them like start-up mistakes (one message,
+#: exit status 1, no traceback).
+STARTUP_REFUSALS = (ResumeError, WorkDirLockedError, CheckpointMismatchError,
+                    CorruptCheckpointError, UnsafeCheckpointError, LaunchEnvironmentError)
+
 __all__ = [
     'MMENGINE_CHECKPOINT_GLOBALS', 'TRUSTED_CHECKPOINTS_ENV', 'UnsafeCheckpointError',
     'CorruptCheckpointError', 'checkpoint_file_problem', 'install_safe_checkpoint_loader',
@@ -46,9 +52,9 @@ __all__ = [
     'unwrap_model', 'ModelCheckHook', 'NonFiniteCheckHook', 'NonFiniteError',
     'UnknownHookOptionError', 'check_hook_options', 'build_runner', 'cpu_model_wrapper_cfg',
     'resolve_dist_env', 'setup_cpu_distributed', 'shutdown_distributed',
-    'DEFAULT_GLOO_TIMEOUT_S', 'LaunchEnvironmentError', 'dist_timeout', 'ResumeError',
-    'find_resume_candidates',
-    'prepare_resume', 'resume_problems', 'run_problems', 'select_checkpoint', 'LOCK_FILENAME',
+    'DEFAULT_GLOO_TIMEOUT_S', 'LaunchEnvironmentError', 'STARTUP_REFUSALS', 'dist_timeout',
+    'ResumeError', 'find_resume_candidates', 'prepare_resume', 'resume_problems', 'run_problems',
+    'select_checkpoint', 'LOCK_FILENAME',
     'RunLock', 'WorkDirLockedError', 'describe_run', 'AtomicCheckpointHook', 'AtomicLocalBackend',
     'DISK_CHECKS', 'DiskFullError', 'InsufficientDiskSpaceError', 'atomic_saving_installed',
     'atomic_write', 'estimate_checkpoint_bytes', 'install_atomic_saving',

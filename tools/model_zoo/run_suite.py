@@ -31,6 +31,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from mmengine.config import Config, DictAction
 
 from mmpoly.engine.saving import atomic_write
+from mmpoly.utils.startup import earlier_run_files
 from mmpoly.zoo.fashion_mnist import (COMPLETE, DIVERGED, METRICS_FILE, RECORD_FILE, SEEDS, SUITE,
                                       WORK_ROOT, config_hash, config_path, finished_record,
                                       read_record, read_top1, run_dir)
@@ -128,8 +129,7 @@ def remove_failed_attempt(folder: Path, log: Optional[Path] = None) -> List[str]
     """Remove the checkpoints (``*.pth``, ``last_checkpoint``) that an unfinished attempt left
     in ``folder``, before the run is trained again from scratch there, and say so (stdout and
     ``log``); the names removed."""
-    stale = sorted(path.name for path in folder.iterdir() if path.is_file() and (
-        path.suffix == '.pth' or path.name == 'last_checkpoint'))
+    stale = earlier_run_files(str(folder))  # what tools/train.py would refuse
     for name in stale:
         (folder / name).unlink()
     if stale:
