@@ -40,6 +40,7 @@ or, for a detector, the backbone + neck feature maps (``extract_feat``).
 """
 import contextlib
 import copy
+import inspect
 import math
 import os.path as osp
 from dataclasses import dataclass
@@ -54,8 +55,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 __all__ = ['DeployReport', 'inference_copy', 'fuse_for_inference', 'TensorForward',
            'input_shape_from_config', 'fixed_size_modules', 'export_onnx', 'onnx_session',
            'run_onnx', 'OnnxParity', 'compare_outputs', 'onnx_parity', 'DEFAULT_OPSET',
-           'PARITY_RTOL', 'load_model', 'is_detector', 'RUNTIMES', 'onnx_speed',
-           'onnx_speed_checks', 'format_onnx_speed', 'run_onnx_benchmark',
+           'MIN_OPSET', 'opset_range', 'check_opset', 'PARITY_RTOL', 'load_model', 'is_detector',
+           'RUNTIMES', 'onnx_speed', 'onnx_speed_checks', 'format_onnx_speed', 'run_onnx_benchmark',
            'format_onnx_benchmark']
 
 
@@ -190,6 +191,9 @@ def inference_copy(model: nn.Module) -> nn.Module:
 
 #: The ONNX opset of :func:`export_onnx` (torch's default for its ``torch.export`` exporter).
 DEFAULT_OPSET = 20
+#: The lowest ONNX opset :func:`export_onnx` takes: its ``torch.export``-based exporter
+#: implements opset 18 and later.
+MIN_OPSET = 18
 #: Largest ``max|onnxruntime - PyTorch| / max|PyTorch|`` accepted by :func:`onnx_parity`'s
 #: callers: both run float32, and only the summation order of the reductions differs (MLAS vs
 #: oneDNN kernels), so each output carries a relative rounding error of a few float32 ulps
@@ -244,6 +248,13 @@ def _padded_resize(transform: dict, divisor: int) -> Optional[Tuple[int, int]]:
     return (math.ceil(height / divisor) * divisor, math.ceil(width / divisor) * divisor)
 
 
+def _option(transform: dict, cls: type, name: str) -> Any:
+    """``transform[name]``, else the default of ``cls``'s argument ``name``."""
+    if name in transform:
+        return transform[name]
+    return inspect.signature(cls).parameters[name].default
+
+
 def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
     """(C, H, W) of the network input the config's test pipeline and data preprocessor give.
 
@@ -257,6 +268,8 @@ def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
     Raises:
         ValueError: none of these applies; the message names what was looked at.
     """
+    from mmpoly.datasets.audio_transforms import AudioFixLength, LogMelSpectrogram
+
     model_cfg = cfg.model
     preprocessor = model_cfg.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
     backbone = model_cfg.get('backbone', {}) or {}
@@ -275,13 +288,14 @@ def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
             return channels, size[0], size[1]
     for transform in pipeline:
         if transform.get('type') == 'LogMelSpectrogram':
-            lengths = [t.get('length') for t in pipeline if t.get('type') == 'AudioFixLength']
+            lengths = [_option(t, AudioFixLength, 'length') for t in pipeline
+                       if t.get('type') == 'AudioFixLength']
             if not lengths or not isinstance(lengths[0], int):
                 raise ValueError('the test pipeline has LogMelSpectrogram but no AudioFixLength '
                                  'with an int length: the number of frames is not fixed; give '
                                  'the input shape (--shape C H W)')
-            return channels, int(transform['n_mels']), 1 + lengths[0] // int(
-                transform.get('hop_length', 512))
+            return channels, int(_option(transform, LogMelSpectrogram, 'n_mels')), \
+                1 + lengths[0] // int(_option(transform, LogMelSpectrogram, 'hop_length'))
     if 'rpn_head' in model_cfg or 'roi_head' in model_cfg:
         divisor = int(preprocessor.get('pad_size_divisor', 1))
         for transform in pipeline:
@@ -301,9 +315,15 @@ def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
 
 def load_model(config: str, checkpoint: Optional[str] = None) -> Tuple[Any, nn.Module]:
     """(cfg, model) of an mmpoly config file, in eval mode, with the config's data preprocessor
-    (as the Runner builds it) and ``checkpoint``'s ``state_dict`` loaded strictly (None: the
-    initial weights; a backbone's ``Pretrained`` init is not loaded either way)."""
-    from mmpoly.fileio import load_checkpoint_file
+    (as the Runner builds it) and ``checkpoint``'s ``state_dict`` loaded strictly (keys and
+    shapes as :func:`mmpoly.fileio.compare_state_dicts` compares them; None: the
+    initial weights; a backbone's ``Pretrained`` init is not loaded either way).
+
+    Raises:
+        ValueError: the checkpoint holds no state_dict or one with other keys or shapes (each
+            listed).
+    """
+    from mmpoly.fileio import compare_state_dicts, load_checkpoint_file
     from mmpoly.utils import register_all_modules
     from mmpoly.utils.complexity import build_model, standalone_model_config
 
@@ -316,7 +336,11 @@ def load_model(config: str, checkpoint: Optional[str] = None) -> Tuple[Any, nn.M
             state = state['state_dict']
         if not isinstance(state, dict):
             raise ValueError(f'{checkpoint} holds no state_dict (got {type(state).__name__})')
-        model.load_state_dict(state, strict=True)
+        mismatch = compare_state_dicts(model.state_dict(), state)
+        if mismatch:
+            raise ValueError(f'checkpoint {checkpoint} does not fit the model of {config}:\n'
+                             f'{mismatch.describe()}')
+        model.load_state_dict(state, strict=False)  # checked above, as mmpoly's other loaders
     return cfg, model.eval()
 
 
@@ -359,6 +383,30 @@ def _attention_as_4d() -> Iterator[None]:
         F.scaled_dot_product_attention = original
 
 
+def opset_range() -> Tuple[int, Optional[int]]:
+    """(lowest, highest) ai.onnx opset :func:`export_onnx` takes: :data:`MIN_OPSET` and the
+    newest opset the installed onnx knows (``onnx.defs.onnx_opset_version()``; None without
+    onnx). torch's exporter does not refuse a higher one: it writes opset 18 instead."""
+    try:
+        import onnx
+    except ImportError:
+        return MIN_OPSET, None
+    return MIN_OPSET, int(onnx.defs.onnx_opset_version())
+
+
+def check_opset(opset: Any, name: str = 'opset') -> int:
+    """Return ``opset`` if it is an int in :func:`opset_range`, else raise a ValueError that
+    names it as ``name`` (e.g. ``'--opset'`` for a tool), with its value and the range."""
+    low, high = opset_range()
+    if isinstance(opset, int) and not isinstance(opset, bool) and low <= opset and (
+            high is None or opset <= high):
+        return opset
+    allowed = f'from {low} to {high}' if high is not None else f'>= {low}'
+    newest = f'; the installed onnx knows opsets up to {high}' if high is not None else ''
+    raise ValueError(f'{name} must be an int {allowed} (the torch.export-based exporter '
+                     f'implements opset {low} and later{newest}), got {opset!r}')
+
+
 def export_onnx(model: nn.Module,
                 path: str,
                 input_shape: Sequence[int],
@@ -375,7 +423,7 @@ def export_onnx(model: nn.Module,
         path: the ``.onnx`` file, written atomically (complete or not at all) after
             ``onnx.checker.check_model(full_check=True)`` accepted the graph.
         input_shape: (C, H, W) of the example input; batch_size: its B.
-        opset: the ai.onnx opset (>= 18, the exporter's own).
+        opset: the ai.onnx opset, in :func:`opset_range` (:func:`check_opset`).
         dynamic_batch: the batch axis of the input (and outputs) is symbolic (``batch``).
         dynamic_size: H and W are symbolic too. Refused for a model with a fixed-size module
             (:func:`fixed_size_modules`, e.g. PDC-NL): export those at their one input size.
@@ -395,9 +443,7 @@ def export_onnx(model: nn.Module,
         raise ValueError(f'input_shape must be (C, H, W), three positive ints, got {input_shape}')
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
-    if not isinstance(opset, int) or opset < 18:
-        raise ValueError(f'opset must be an int >= 18 (the torch.export-based exporter '
-                         f'implements opset 18 and later), got {opset!r}')
+    check_opset(opset)
     if dynamic_size:
         fixed = fixed_size_modules(model)
         if fixed:

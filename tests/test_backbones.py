@@ -354,6 +354,28 @@ def test_pretrained_in_a_block_or_twice_is_refused(init_cfg):
         PolyResNetCIFAR(**SMALL, init_cfg=twice)
 
 
+@pytest.mark.parametrize('where', ['cfg', 'stage_cfgs'])
+def test_pretrained_in_a_plugin_is_refused(where):
+    """mmengine would load the whole checkpoint into the plugin, non-strictly; refused for a plugin
+    of any stage (also one the plugin's ``stages`` skip), with the backbone's way named."""
+    init_cfg = [dict(type='mmengine.Pretrained', checkpoint='a.pth')]
+    plugin = dict(cfg=dict(type='NonLocalBlock'), stages=(False, True))
+    field = r'plugins\[0\]\.cfg'
+    if where == 'cfg':
+        plugin['cfg']['init_cfg'] = init_cfg
+    else:
+        plugin['stage_cfgs'] = [dict(init_cfg=init_cfg), None]
+        field = r'plugins\[0\]\.stage_cfgs\[0\]'
+    message = (field + r"\.init_cfg=.*: a Pretrained init inside a plugin .*put it on the "
+               r"backbone: init_cfg=dict\(type='Pretrained'")
+    with pytest.raises(ValueError, match=message):
+        PolyResNetCIFAR(**SMALL, plugins=[plugin])
+    plugin.pop('stage_cfgs', None)
+    plugin['cfg'].pop('init_cfg', None)
+    built = PolyResNetCIFAR(**SMALL, plugins=[plugin])  # the same plugin without it builds
+    assert sum(type(m).__name__ == 'NonLocalBlock' for m in built.modules()) == 1
+
+
 @pytest.mark.parametrize('init_cfg, kept', [
     ("dict(type='Pretrained', checkpoint='missing.pth')", None),
     ("[dict(type='Kaiming', layer='Conv2d'), dict(type='mmengine.Pretrained', "

@@ -197,6 +197,18 @@ def test_every_type_mmcv_builds_is_accepted(factor_norm, norm_cls, factor_act, a
     assert type(factor.activate) is act_cls
 
 
+@pytest.mark.parametrize('norm', ['GN', dict(type='GN'), dict(type=torch.nn.GroupNorm)])
+def test_group_norm_without_num_groups_names_the_option(norm):
+    """mmcv's build_norm_layer would stop on a bare ``assert 'num_groups' in cfg``."""
+    with pytest.raises(ValueError, match=r"^projection_norm=.*: GroupNorm needs num_groups \(a "
+                                         r"divisor of the channels\), e\.g\. dict\(type='GN', "
+                                         r"num_groups=4\)$"):
+        PDCBlock(8, 8, degree=2, hidden_channels=4, projection_norm=norm)
+    with pytest.raises(ValueError, match=r"^norm_cfg=.*: GroupNorm needs num_groups"):
+        PDCBlock(8, 8, degree=2, hidden_channels=4,
+                 norm_cfg=norm if isinstance(norm, dict) else dict(type=norm))
+
+
 class TinyNorm(torch.nn.Module):
     """A user's norm layer (mmcv passes ``eps``): x / (eps + RMS over channels), no parameters."""
 

@@ -392,7 +392,9 @@ def test_test_tool_refuses_a_second_checkpoint_and_an_out_file_it_cannot_write(
         with pytest.raises(SystemExit) as exit_info:
             tools[1].parse_args([FASHION, str(checkpoint), *argv])
         assert exit_info.value.code == 2
-        return capsys.readouterr().err.splitlines()[-1].split(' error: ', 1)[1]
+        prefix, message = capsys.readouterr().err.splitlines()[-1].split(' error: ', 1)
+        assert prefix == 'tools/test.py:'  # as the tool's other start-up errors
+        return message
 
     assert usage_error(['--out', 'results.json']) == (
         "--out 'results.json': the predictions (--out-item pred, the default) are written as a "
@@ -612,6 +614,14 @@ def test_compile_options_merge_into_compile_and_a_typo_is_one_message(
     assert lines[-1] == ("tools/train.py: error: compile_model: unknown torch.compile option(s) "
                          "['backnd']; allowed: ['backend', 'mode', 'dynamic', 'fullgraph', "
                          "'options']"), lines
+    # mmengine's compile beside it: one message before the Runner is built (no work_dir made)
+    lines = run_main(train_tool, [FASHION, '--work-dir', str(tmp_path / 'w'), '--compile',
+                                  '--cfg-options', 'compile=True'], capsys)
+    assert lines[-1] == ("tools/train.py: error: compile_model and mmengine's compile are both "
+                         "set: mmengine's compile=True compiles train_step with the optimizer "
+                         "step (it recompiles on every learning-rate change); keep "
+                         "compile_model only"), lines
+    assert not (tmp_path / 'w').exists()
 
 
 def test_dist_cfg_keys_are_the_launchers_and_the_process_groups(

@@ -8,15 +8,31 @@ mmdet's ``DetInferencer`` does the work (its visualiser draws; predictions go to
 
 The detector's ImageNet classifier checkpoint is not needed: the detector checkpoint holds the
 backbone.
+
+Checked before any image is read: the inputs (images OpenCV can read, folders holding some; no
+two with the same name, whose outputs would overwrite each other), ``--palette``, ``--device``,
+``--out-dir``, the config (a detector's), ``--cfg-options`` keys and the checkpoint, which must
+fit the model (mmdet would load what fits and detect with the rest left random).
 """
 import argparse
 import json
 import os
 import os.path as osp
+import re
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from mmengine.config import Config, DictAction
+
+from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint, load_config,
+                                  startup_errors)
+
+PROG = 'tools/det_inference.py'
+#: The files of a folder that are read as images (mmdet's DetInferencer's suffixes; any case).
+IMG_EXTENSIONS = ('.jpg', '.jpeg', '.png', '.ppm', '.bmp', '.pgm', '.tif', '.tiff', '.webp')
+#: --palette names of mmdet's ``get_palette``, then the one-colour names of mmcv's ``Color``.
+PALETTES = ('coco', 'voc', 'citys', 'random', 'none', 'red', 'green', 'blue', 'cyan', 'yellow',
+            'magenta', 'white', 'black')
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -38,32 +54,161 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0 <= args.score_thr <= 1:
         parser.error(f'--score-thr must be in [0, 1], got {args.score_thr}')
+    if args.palette not in PALETTES:
+        parser.error(f'--palette {args.palette!r} is not a palette; allowed: '
+                     f'{", ".join(PALETTES)}')
+    problem = _device_problem(args.device)
+    if problem:
+        parser.error(f'--device {args.device!r}: {problem}')
+    if osp.exists(args.out_dir) and not osp.isdir(args.out_dir):
+        parser.error(f'--out-dir {args.out_dir!r} is a file, not a folder')
+    try:
+        args.images = list_images(args.inputs)
+    except ValueError as error:
+        parser.error(str(error))
     return args
+
+
+def _device_problem(device: str) -> Optional[str]:
+    """Why torch cannot run on ``device`` (None if it can, as far as can be told up front)."""
+    import torch
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        return 'not a torch device; e.g. cpu, cuda, cuda:0'
+    if parsed.type == 'cuda':
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            return 'CUDA is not available on this machine; use --device cpu'
+        if parsed.index is not None and parsed.index >= count:
+            return f'this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}'
+    return None
+
+
+def list_images(inputs: Sequence[str]) -> List[str]:
+    """The image files of ``inputs`` (files, and the images of folders, not recursive), in order.
+
+    Raises:
+        ValueError: an input does not exist, is no image OpenCV can read, or a folder holds no
+            image; or two images have the same file name without its suffix (their drawn images
+            or their predictions, ``preds/<name>.json``, would overwrite each other).
+    """
+    import cv2
+    images: List[str] = []
+    for path in inputs:
+        if osp.isdir(path):
+            found = [osp.join(path, name) for name in sorted(os.listdir(path))
+                     if name.lower().endswith(IMG_EXTENSIONS)
+                     and osp.isfile(osp.join(path, name))]
+            if not found:
+                raise ValueError(f'input folder {path!r} holds no image (files ending in '
+                                 f'{", ".join(IMG_EXTENSIONS)})')
+            images += found
+        elif not osp.isfile(path):
+            raise ValueError(f'input {path!r} does not exist')
+        else:
+            images.append(path)
+    for image in images:
+        if not cv2.haveImageReader(image):
+            raise ValueError(f'input {image!r} is not an image OpenCV can read')
+    by_name: Dict[str, str] = {}
+    for image in images:
+        name = osp.splitext(osp.basename(image))[0]
+        if name in by_name:
+            raise ValueError(f'inputs {by_name[name]!r} and {image!r} have the same name '
+                             f'{name!r}: their outputs (vis/ and preds/{name}.json) would '
+                             'overwrite each other; rename one or run them separately')
+        by_name[name] = image
+    return images
+
+
+def _detector_problem(cfg: Config) -> Optional[str]:
+    """Why the config's model is not an mmdet detector that DetInferencer can run."""
+    from mmdet.models.detectors import BaseDetector
+    from mmdet.registry import MODELS
+    model_type = (cfg.get('model') or {}).get('type')
+    cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
+    if not (isinstance(cls, type) and issubclass(cls, BaseDetector)):
+        return (f'its model (type {model_type!r}) is not an mmdet detector; give a detection '
+                'config, e.g. configs/mask-rcnn_pdc-resnet18_fpn_1x_coco.py')
+    pipeline = ((cfg.get('test_dataloader') or {}).get('dataset') or {}).get('pipeline')
+    if not pipeline:
+        return 'it has no test_dataloader.dataset.pipeline (the test transforms inference uses)'
+    return None
+
+
+def _strip_module(state: Dict[str, Any]) -> Dict[str, Any]:
+    """Keys without the ``module.`` prefix of a wrapped model (as mmengine loads them)."""
+    return {re.sub(r'^module\.', '', key): value for key, value in state.items()}
+
+
+def build_inferencer(cfg: Config, checkpoint: str, device: str, palette: str) -> Any:
+    """mmdet's DetInferencer of ``cfg`` with ``checkpoint`` loaded strictly: a checkpoint whose
+    keys or shapes do not fit the model (mmdet would load what fits, warn, and detect with the
+    rest left random) raises a ValueError that lists the differences."""
+    from mmdet.apis import DetInferencer
+
+    from mmpoly.fileio import compare_state_dicts
+
+    class StrictDetInferencer(DetInferencer):
+
+        def _load_weights_to_model(self, model: Any, checkpoint_dict: Optional[dict],
+                                   config: Any) -> None:
+            if checkpoint_dict is not None:
+                state = checkpoint_dict.get('state_dict', checkpoint_dict)
+                if not isinstance(state, dict):
+                    raise ValueError(f'CHECKPOINT {checkpoint} holds no state_dict (got '
+                                     f'{type(state).__name__})')
+                mismatch = compare_state_dicts(model.state_dict(), _strip_module(state))
+                if mismatch:
+                    raise ValueError(f'CHECKPOINT {checkpoint} does not fit the model of the '
+                                     f'config:\n{mismatch.describe()}')
+            super()._load_weights_to_model(model, checkpoint_dict, config)
+
+    inferencer = StrictDetInferencer(model=cfg, weights=checkpoint, device=device,
+                                     palette=palette, show_progress=False)
+    classes = inferencer.model.dataset_meta.get('classes') or ()
+    if palette in ('coco', 'voc', 'citys'):
+        from mmdet.visualization.palette import get_palette
+        try:
+            get_palette(palette, len(classes))
+        except AssertionError:
+            raise ValueError(f'--palette {palette!r} has fewer colours than the model\'s '
+                             f'{len(classes)} classes; choose another palette') from None
+    return inferencer
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     """Draw the predictions; return the paths of the images with at least one detection drawn
     (each scoring at least ``--score-thr``)."""
     args = parse_args(argv)
-    for path in [*args.inputs, args.config, args.checkpoint]:
-        if not osp.exists(path):
-            raise FileNotFoundError(f'{path} does not exist')
-    from mmdet.apis import DetInferencer
-
+    from mmpoly.engine import STARTUP_REFUSALS
     from mmpoly.utils import register_all_modules
-    register_all_modules(init_default_scope=False)
-    config = Config.fromfile(args.config)
-    config.merge_from_dict(args.cfg_options)
-    inferencer = DetInferencer(model=config, weights=args.checkpoint, device=args.device,
-                               palette=args.palette, show_progress=False)
-    inferencer(args.inputs if len(args.inputs) > 1 else args.inputs[0], out_dir=args.out_dir,
-               pred_score_thr=args.score_thr, no_save_pred=False)
-    images = []
-    for path in args.inputs:
-        names = sorted(os.listdir(path)) if osp.isdir(path) else [osp.basename(path)]
-        images += [osp.join(args.out_dir, 'vis', name) for name in names]
+    with startup_errors(PROG):
+        register_all_modules(init_default_scope=False)
+        config = load_config(args.config)
+        check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the detector checkpoint file '
+                         '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
+        if args.cfg_options:
+            check_cfg_options(config, args.cfg_options)
+            config.merge_from_dict(args.cfg_options)
+        problem = _detector_problem(config)
+        if problem:
+            raise StartupError(f'config {args.config}: {problem}')
+        try:
+            os.makedirs(args.out_dir, exist_ok=True)
+        except OSError as error:
+            raise StartupError(f'--out-dir {args.out_dir!r} cannot be created '
+                               f'({error.strerror}); choose another folder') from error
+        try:
+            inferencer = build_inferencer(config, args.checkpoint, args.device, args.palette)
+        except (ValueError, *STARTUP_REFUSALS) as error:
+            raise StartupError(str(error)) from error
+    inferencer(args.images, out_dir=args.out_dir, pred_score_thr=args.score_thr,
+               no_save_pred=False)
     drawn = []
-    for image in images:
+    for path in args.images:
+        image = osp.join(args.out_dir, 'vis', osp.basename(path))
         if not osp.isfile(image):
             continue
         scores = _scores(osp.join(args.out_dir, 'preds',

@@ -67,7 +67,8 @@ def out_problem(out: str, out_item: Optional[str]) -> Optional[str]:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(description='Test (and evaluate) a model')
+    parser = argparse.ArgumentParser(prog='tools/test.py',
+                                     description='Test (and evaluate) a model')
     parser.add_argument('config', help='test config file path')
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir',

@@ -26,7 +26,7 @@ from mmengine.config import Config, ConfigDict, DictAction
 
 from mmpoly.engine import (STARTUP_REFUSALS, RunLock, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
-from mmpoly.engine.compile import apply_compile, compile_kwargs, configure_amp
+from mmpoly.engine.compile import apply_compile, config_compile_kwargs, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
@@ -41,7 +41,7 @@ LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep th
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(description='Train a model')
+    parser = argparse.ArgumentParser(prog='tools/train.py', description='Train a model')
     parser.add_argument('config', help='train config file path')
     parser.add_argument('--work-dir', help='the dir to save logs and models')
     parser.add_argument(
@@ -207,8 +207,8 @@ def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     check_train_loop(cfg)
     check_dist_cfg(cfg)
     try:
-        compile_kwargs(cfg.get('compile_model'))
-    except ValueError as error:  # an unknown torch.compile option or a bad value
+        config_compile_kwargs(cfg)
+    except ValueError as error:  # a bad torch.compile option, or mmengine's compile beside it
         raise StartupError(str(error)) from None
     if args.non_strict and cfg.get('resume'):
         raise StartupError('--non-strict applies to load_from, not to --resume: a resumed '

@@ -43,6 +43,7 @@ from torch.nn.modules.pooling import _AdaptiveMaxPoolNd, _MaxPoolNd
 
 from mmpoly.registry import MODELS
 from mmpoly.utils.complexity import build_model, default_input_shape
+from mmpoly.utils.startup import check_cfg_options
 
 #: Highest degree finite differences can resolve in float64 (rounding grows ~2^n with order n).
 MAX_MEASURABLE_DEGREE = 20
@@ -568,8 +569,15 @@ def analyse_config(config: Union[str, Config],
         config: a config file path or a loaded Config.
         input_size: (H, W); default the config's test images
             (:func:`mmpoly.utils.complexity.default_input_shape`).
-        cfg_options: overrides merged into the config first (``--cfg-options``).
+        cfg_options: overrides merged into the config first (``--cfg-options``), after
+            :func:`mmpoly.utils.startup.check_cfg_options` has checked their keys.
         Other args: see :func:`analyse_backbone`.
+
+    Raises:
+        mmpoly.utils.startup.StartupError: a ``cfg_options`` key that is a mistake (an argument
+            its module does not take, a typo); the message names the key and close matches,
+            as the tools' ``--cfg-options`` do. Only the backbone is built, so without this
+            check a typo elsewhere (``model.neck.dimm``) would pass unnoticed.
     """
     check_max_degree(max_degree)
     check_parts(parts)
@@ -584,6 +592,7 @@ def analyse_config(config: Union[str, Config],
         config = Config.fromfile(config)
     cfg = copy.deepcopy(config)
     if cfg_options:
+        check_cfg_options(cfg, cfg_options)
         cfg.merge_from_dict(cfg_options)
     cfg, switched = polynomial_config(cfg)
     channels, height, width = default_input_shape(cfg)

@@ -15,9 +15,11 @@ A pipeline reads ``results['audio_path']`` (None: a silent clip) and leaves the 
 1 × n_mels × frames tensor.
 """
 import glob
+import math
+import numbers
 import os.path as osp
 import wave
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from mmcv.transforms import BaseTransform
@@ -202,9 +204,35 @@ def phase_vocoder(spec: np.ndarray, rate: float, hop_length: int) -> np.ndarray:
 # --------------------------------------------------------------------------- transforms
 
 
+def _is_number(value: Any) -> bool:
+    """A finite real number (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _check(owner: str, name: str, value: Any, allowed: str, valid: bool) -> None:
+    """Raise a ValueError naming ``owner.name``, ``value`` and what is ``allowed``."""
+    if not valid:
+        raise ValueError(f'{owner}.{name} must be {allowed}, got {value!r}')
+
+
+def _check_positive_int(owner: str, name: str, value: Any) -> int:
+    _check(owner, name, value, 'a positive int', _is_int(value) and value > 0)
+    return int(value)
+
+
+def _check_max_scale(owner: str, max_scale: Any) -> float:
+    _check(owner, 'max_scale', max_scale, 'a number in [0, 1)',
+           _is_number(max_scale) and 0.0 <= max_scale < 1.0)
+    return float(max_scale)
+
+
 def _check_prob(name: str, prob: float) -> float:
-    if not isinstance(prob, (int, float)) or not 0.0 <= prob <= 1.0:
-        raise ValueError(f'{name}.prob must be a number in [0, 1], got {prob!r}')
+    _check(name, 'prob', prob, 'a number in [0, 1]', _is_number(prob) and 0.0 <= prob <= 1.0)
     return float(prob)
 
 
@@ -224,7 +252,9 @@ class LoadAudioFromFile(BaseTransform):
     """
 
     def __init__(self, sample_rate: int = 16000, duration: float = 1.0) -> None:
-        self.sample_rate = sample_rate
+        self.sample_rate = _check_positive_int('LoadAudioFromFile', 'sample_rate', sample_rate)
+        _check('LoadAudioFromFile', 'duration', duration, 'a number > 0 (seconds)',
+               _is_number(duration) and duration > 0)
         self.duration = duration
 
     def transform(self, results: dict) -> dict:
@@ -246,7 +276,9 @@ class AudioAmplitude(BaseTransform):
     """With probability ``prob``, multiply the samples by a gain drawn from U(*scale_range)."""
 
     def __init__(self, scale_range: Sequence[float] = (0.7, 1.1), prob: float = 0.5) -> None:
-        if len(scale_range) != 2 or not 0 < scale_range[0] <= scale_range[1]:
+        if not isinstance(scale_range, Sequence) or len(scale_range) != 2 \
+                or not all(_is_number(s) for s in scale_range) \
+                or not 0 < scale_range[0] <= scale_range[1]:
             raise ValueError(f'AudioAmplitude.scale_range must be (low, high) with 0 < low <= '
                              f'high, got {scale_range!r}')
         self.scale_range = tuple(float(s) for s in scale_range)
@@ -269,9 +301,7 @@ class AudioSpeedPitch(BaseTransform):
     """
 
     def __init__(self, max_scale: float = 0.2, prob: float = 0.5) -> None:
-        if not 0.0 <= max_scale < 1.0:
-            raise ValueError(f'AudioSpeedPitch.max_scale must be in [0, 1), got {max_scale!r}')
-        self.max_scale = float(max_scale)
+        self.max_scale = _check_max_scale('AudioSpeedPitch', max_scale)
         self.prob = _check_prob('AudioSpeedPitch', prob)
 
     def transform(self, results: dict) -> dict:
@@ -291,9 +321,7 @@ class AudioFixLength(BaseTransform):
     """Zero-pad at the end or truncate the clip to ``length`` samples (16000: 1 s at 16 kHz)."""
 
     def __init__(self, length: int = 16000) -> None:
-        if not isinstance(length, int) or length <= 0:
-            raise ValueError(f'AudioFixLength.length must be a positive int, got {length!r}')
-        self.length = length
+        self.length = _check_positive_int('AudioFixLength', 'length', length)
 
     def transform(self, results: dict) -> dict:
         _require(results, 'audio', 'AudioFixLength', 'LoadAudioFromFile')
@@ -315,7 +343,8 @@ class AudioToSTFT(BaseTransform):
     """``results['stft']``: the complex (1 + n_fft // 2, 1 + T // hop_length) STFT of the clip."""
 
     def __init__(self, n_fft: int = 2048, hop_length: int = 512) -> None:
-        self.n_fft, self.hop_length = n_fft, hop_length
+        self.n_fft = _check_positive_int('AudioToSTFT', 'n_fft', n_fft)
+        self.hop_length = _check_positive_int('AudioToSTFT', 'hop_length', hop_length)
 
     def transform(self, results: dict) -> dict:
         _require(results, 'audio', 'AudioToSTFT', 'LoadAudioFromFile')
@@ -339,13 +368,13 @@ class AudioBackgroundNoise(BaseTransform):
 
     def __init__(self, noise_dir: Optional[str] = None, max_ratio: float = 0.45,
                  prob: float = 0.5, sample_rate: int = 16000) -> None:
-        if not 0.0 <= max_ratio <= 1.0:
-            raise ValueError(f'AudioBackgroundNoise.max_ratio must be in [0, 1], got '
-                             f'{max_ratio!r}')
+        _check('AudioBackgroundNoise', 'max_ratio', max_ratio, 'a number in [0, 1]',
+               _is_number(max_ratio) and 0.0 <= max_ratio <= 1.0)
         self.noise_dir = noise_dir
         self.max_ratio = float(max_ratio)
         self.prob = _check_prob('AudioBackgroundNoise', prob)
-        self.sample_rate = sample_rate
+        self.sample_rate = _check_positive_int('AudioBackgroundNoise', 'sample_rate',
+                                               sample_rate)
         self._noises: Dict[str, List[np.ndarray]] = {}  # per folder, read once per worker
         if noise_dir is not None:
             self._noise_files(noise_dir)
@@ -409,9 +438,7 @@ class STFTTimeStretch(BaseTransform):
     """
 
     def __init__(self, max_scale: float = 0.2, prob: float = 0.5) -> None:
-        if not 0.0 <= max_scale < 1.0:
-            raise ValueError(f'STFTTimeStretch.max_scale must be in [0, 1), got {max_scale!r}')
-        self.max_scale = float(max_scale)
+        self.max_scale = _check_max_scale('STFTTimeStretch', max_scale)
         self.prob = _check_prob('STFTTimeStretch', prob)
 
     def transform(self, results: dict) -> dict:
@@ -431,8 +458,8 @@ class STFTTimeShift(BaseTransform):
     """
 
     def __init__(self, max_shift: int = 8, prob: float = 0.5) -> None:
-        if not isinstance(max_shift, int) or max_shift < 0:
-            raise ValueError(f'STFTTimeShift.max_shift must be an int >= 0, got {max_shift!r}')
+        _check('STFTTimeShift', 'max_shift', max_shift, 'an int >= 0',
+               _is_int(max_shift) and max_shift >= 0)
         self.max_shift = max_shift
         self.prob = _check_prob('STFTTimeShift', prob)
 
@@ -457,6 +484,8 @@ class STFTFixFrames(BaseTransform):
     """Zero-pad or truncate the STFT to ``num_frames`` (None: 1 + length // hop of the clip)."""
 
     def __init__(self, num_frames: Optional[int] = None) -> None:
+        if num_frames is not None:
+            num_frames = _check_positive_int('STFTFixFrames', 'num_frames', num_frames)
         self.num_frames = num_frames
 
     def transform(self, results: dict) -> dict:
@@ -483,8 +512,14 @@ class LogMelSpectrogram(BaseTransform):
 
     def __init__(self, n_mels: int = 32, sample_rate: int = 16000, n_fft: int = 2048,
                  hop_length: int = 512, top_db: Optional[float] = 80.0) -> None:
-        self.n_mels, self.sample_rate = n_mels, sample_rate
-        self.n_fft, self.hop_length, self.top_db = n_fft, hop_length, top_db
+        owner = 'LogMelSpectrogram'
+        self.n_mels = _check_positive_int(owner, 'n_mels', n_mels)
+        self.sample_rate = _check_positive_int(owner, 'sample_rate', sample_rate)
+        self.n_fft = _check_positive_int(owner, 'n_fft', n_fft)
+        self.hop_length = _check_positive_int(owner, 'hop_length', hop_length)
+        _check(owner, 'top_db', top_db, 'None or a number >= 0',
+               top_db is None or _is_number(top_db) and top_db >= 0)
+        self.top_db = top_db
         self._filters: Dict[int, np.ndarray] = {}
 
     def transform(self, results: dict) -> dict:

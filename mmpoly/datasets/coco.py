@@ -1,13 +1,36 @@
 """COCO 2017 in mmdet's layout, read from local files, with a clear error when they are missing."""
+import json
 import os.path as osp
-from typing import List
+from typing import List, Optional
 
 from mmdet.datasets import CocoDataset
+from mmdet.datasets.api_wrappers import COCO
 
 from mmpoly.registry import DET_DATASETS
 
 COCO_LAYOUT = ('{root}train2017/, {root}val2017/ and {root}annotations/instances_{{train,val}}'
                '2017.json')
+
+
+#: Top-level keys every COCO annotation file has (test-dev's image info has no annotations).
+COCO_REQUIRED_KEYS = ('images', 'categories')
+
+
+class CheckedCOCO(COCO):
+    """mmdet's COCO API, raising a ValueError that names the file when it is not valid JSON, not
+    a JSON object or lacks one of :data:`COCO_REQUIRED_KEYS`."""
+
+    def __init__(self, annotation_file: Optional[str] = None) -> None:
+        try:
+            super().__init__(annotation_file)
+        except (json.JSONDecodeError, UnicodeDecodeError, AssertionError) as error:
+            raise ValueError(f'ann_file {annotation_file!r} is not a COCO annotation file '
+                             f'(a JSON object): {error}; re-extract or re-write it') from error
+        missing = [key for key in COCO_REQUIRED_KEYS if key not in self.dataset]
+        if annotation_file is not None and missing:
+            raise ValueError(f'ann_file {annotation_file!r} lacks the COCO key(s) {missing}; '
+                             f'its keys: {sorted(self.dataset)}; a COCO annotation file has '
+                             "'images', 'categories' and (except test-dev) 'annotations'")
 
 
 @DET_DATASETS.register_module()
@@ -17,7 +40,10 @@ class LocalCocoDataset(CocoDataset):
     A missing ``data_root``, annotation file or image folder raises a FileNotFoundError that
     names the path and says how to get COCO (or a small offline set in the same layout:
     ``tools/dataset_converters/make_fashion_coco.py``). Registered in mmdet's DATASETS.
+    An annotation file that is not COCO JSON raises a ValueError naming it (:class:`CheckedCOCO`).
     """
+
+    COCOAPI = CheckedCOCO
 
     def load_data_list(self) -> List[dict]:
         wanted = [('data_root', self.data_root, osp.isdir),

@@ -30,8 +30,8 @@ from pycocotools import mask as mask_utils
 from ..fileio import atomic_write
 from .local import LocalFashionMNIST
 
-__all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'CONFIG_DIR', 'write_fashion_coco',
-           'fashion_coco_detector_config']
+__all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'CONFIG_DIR', 'MIN_IMAGE_SIDE',
+           'DEFAULT_ITEM_SIZES', 'write_fashion_coco', 'fashion_coco_detector_config']
 
 #: Fashion-MNIST's classes, COCO category ids 1..10 in this order.
 FASHION_MNIST_CLASSES: Tuple[str, ...] = ('T-shirt/top', 'Trouser', 'Pullover', 'Dress', 'Coat',
@@ -43,6 +43,12 @@ SPLITS = {'train': ('train2017', 1), 'val': ('val2017', 1001)}  # folder, first 
 #: mmengine replaces this in a config file by the file's folder when it loads the file.
 CONFIG_DIR = '{{ fileDirname }}'
 ITEM_THRESHOLD = 32  # grey level above which a Fashion-MNIST pixel belongs to the item
+#: The smallest image side :func:`write_fashion_coco` takes.
+MIN_IMAGE_SIDE = 32
+#: (min, max) side in pixels of a pasted item, :func:`write_fashion_coco`'s ``item_sizes``.
+DEFAULT_ITEM_SIZES = (56, 120)
+#: JPEG quality of the written images.
+JPEG_QUALITY = 95
 
 
 def _load_photos(names: Sequence[str]) -> List[np.ndarray]:
@@ -143,6 +149,15 @@ def _compose_image(background: np.ndarray, items: List[Tuple[np.ndarray, int]],
     return image, placed
 
 
+def _write_jpeg_atomic(path: str, image: np.ndarray) -> None:
+    """Encode ``image`` as JPEG (quality :data:`JPEG_QUALITY`, the bytes ``cv2.imwrite`` would
+    write) and write it atomically (:func:`mmpoly.fileio.atomic_write`)."""
+    ok, encoded = cv2.imencode('.jpg', image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+    if not ok:
+        raise OSError(f'could not encode the image of {path} as JPEG')
+    atomic_write(encoded.tobytes(), path)
+
+
 def _write_json_atomic(path: str, obj: dict) -> None:
     """Write JSON atomically (:func:`mmpoly.fileio.atomic_write`)."""
     atomic_write(json.dumps(obj), path)
@@ -152,7 +167,7 @@ def write_fashion_coco(out_dir: str,
                        num_images: Dict[str, int] = dict(train=8, val=4),
                        image_size: Tuple[int, int] = (256, 320),
                        instances: Tuple[int, int] = (2, 4),
-                       item_sizes: Tuple[int, int] = (56, 120),
+                       item_sizes: Tuple[int, int] = DEFAULT_ITEM_SIZES,
                        backgrounds: Sequence[str] = BACKGROUND_PHOTOS,
                        fashion_mnist_root: str = LocalFashionMNIST.DEBIAN_ROOT,
                        seed: int = 0) -> Dict[str, str]:
@@ -167,6 +182,11 @@ def write_fashion_coco(out_dir: str,
         fashion_mnist_root: folder with Fashion-MNIST's idx-ubyte(.gz) files.
         seed: the whole set is a function of the seed and the arguments.
 
+    Every file is written atomically (:func:`mmpoly.fileio.atomic_write`): it appears under its
+    name complete or not at all. Rewriting an existing set first removes each split's old
+    annotation file, so that a run interrupted while rewriting its images leaves no annotation
+    file that points at a mix of old and new images.
+
     Returns:
         split -> path of its annotation file.
     """
@@ -175,8 +195,9 @@ def write_fashion_coco(out_dir: str,
             raise ValueError(f'num_images has unknown split {split!r}; allowed: {list(SPLITS)}')
         if not isinstance(count, int) or count < 1:
             raise ValueError(f'num_images[{split!r}] must be a positive int, got {count!r}')
-    if len(image_size) != 2 or min(image_size) < 32:
-        raise ValueError(f'image_size must be (H, W) with both >= 32, got {image_size!r}')
+    if len(image_size) != 2 or min(image_size) < MIN_IMAGE_SIDE:
+        raise ValueError(f'image_size must be (H, W) with both >= {MIN_IMAGE_SIDE}, got '
+                         f'{image_size!r}')
     if not 1 <= instances[0] <= instances[1]:
         raise ValueError(f'instances must be (min, max) with 1 <= min <= max, got {instances!r}')
     if not 16 <= item_sizes[0] <= item_sizes[1] or item_sizes[0] > min(image_size):
@@ -193,6 +214,9 @@ def write_fashion_coco(out_dir: str,
         source = LocalFashionMNIST(data_root=fashion_mnist_root,
                                    split='train' if split == 'train' else 'test')
         os.makedirs(osp.join(out_dir, folder), exist_ok=True)
+        path = osp.join(out_dir, 'annotations', f'instances_{folder}.json')
+        if osp.lexists(path):  # it would describe the images about to be replaced
+            os.remove(path)
         images, annotations = [], []
         for k in range(count):
             image_id = first_id + k
@@ -203,9 +227,7 @@ def write_fashion_coco(out_dir: str,
             image, placed = _compose_image(background, items, tuple(instances), tuple(item_sizes),
                                            rng)
             file_name = f'{image_id:012d}.jpg'
-            if not cv2.imwrite(osp.join(out_dir, folder, file_name), image,
-                               [cv2.IMWRITE_JPEG_QUALITY, 95]):
-                raise OSError(f'could not write {osp.join(out_dir, folder, file_name)}')
+            _write_jpeg_atomic(osp.join(out_dir, folder, file_name), image)
             images.append(dict(id=image_id, file_name=file_name, height=image_size[0],
                                width=image_size[1]))
             for instance in placed:
@@ -215,7 +237,6 @@ def write_fashion_coco(out_dir: str,
                     category_id=instance['label'] + 1,
                     segmentation=[[round(float(v), 2) for v in instance['polygon'].ravel()]],
                     area=float(mask_utils.area(instance['rle'])), bbox=[x, y, w, h], iscrowd=0))
-        path = osp.join(out_dir, 'annotations', f'instances_{folder}.json')
         _write_json_atomic(path, dict(
             info=dict(description='mmpoly Fashion-MNIST-on-photos instance segmentation set',
                       version='1.0', contributor='mmpoly tools/dataset_converters/'

@@ -1,5 +1,6 @@
 """Data samplers that mmpoly registers in mmpretrain's ``DATA_SAMPLERS`` (a child of mmengine's)."""
 import math
+import numbers
 from typing import Iterator, Optional, Sized
 
 import numpy as np
@@ -53,13 +54,19 @@ class ClassBalancedSampler(Sampler):
             raise ValueError('ClassBalancedSampler: the dataset is empty')
         if num_samples is None:
             num_samples = len(labels)
-        if not isinstance(num_samples, int) or num_samples <= 0:
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
             raise ValueError(f'ClassBalancedSampler: num_samples must be a positive int, got '
                              f'{num_samples!r}')
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+            raise ValueError(f'ClassBalancedSampler: seed must be None or an int, got {seed!r}')
+        if labels.min() < 0:
+            raise ValueError(f'ClassBalancedSampler: sample {int(labels.argmin())} has the '
+                             f'negative label {int(labels.min())}; labels must be class indices '
+                             '>= 0')
         counts = np.bincount(labels)
         self.weights = torch.as_tensor(1.0 / counts[labels], dtype=torch.float64)
         self.rank, self.world_size = get_dist_info()
-        self.seed = sync_random_seed() if seed is None else seed
+        self.seed = sync_random_seed() if seed is None else int(seed)
         self.total_size = int(math.ceil(num_samples / self.world_size)) * self.world_size
         self.num_samples = self.total_size // self.world_size
         self.epoch = 0

@@ -98,6 +98,9 @@ class SpeechCommands(BaseDataset):
         if split not in ('train', 'val', 'test'):
             raise ValueError(f"SpeechCommands: split must be 'train', 'val' or 'test', got "
                              f'{split!r}')
+        if isinstance(words, str) or not isinstance(words, Sequence):
+            raise ValueError(f'SpeechCommands: words must be a list of folder names, e.g. '
+                             f"['yes', 'no'], got {words!r}")
         words = list(words)
         if not words or len(set(words)) != len(words):
             raise ValueError(f'SpeechCommands: words must be a non-empty list of distinct '
@@ -108,8 +111,12 @@ class SpeechCommands(BaseDataset):
         if not isinstance(silence_ratio, (int, float)) or silence_ratio < 0:
             raise ValueError(f'SpeechCommands: silence_ratio must be a number >= 0, got '
                              f'{silence_ratio!r}')
-        if unknown not in (True, False):
-            raise ValueError(f'SpeechCommands: unknown must be True or False, got {unknown!r}')
+        for name, flag in (('unknown', unknown), ('verify_audio', verify_audio)):
+            if flag not in (True, False):
+                raise ValueError(f'SpeechCommands: {name} must be True or False, got {flag!r}')
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate <= 0:
+            raise ValueError(f'SpeechCommands: sample_rate must be a positive int (Hz), got '
+                             f'{sample_rate!r}')
         self.split = split
         self.words = words
         self.unknown = unknown

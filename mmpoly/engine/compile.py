@@ -27,8 +27,8 @@ from torch import nn
 
 __all__ = ['COMPILED_PARTS', 'CPUAutocastOptimWrapper', 'CUDAGraphStepHook', 'CompileCountHook',
            'INDUCTOR_DEFAULTS', 'apply_compile', 'compile_count', 'compile_kwargs',
-           'compile_model_parts', 'configure_amp', 'split_parts', 'torch_compile_kwargs',
-           'uses_cuda_graphs']
+           'compile_model_parts', 'config_compile_kwargs', 'configure_amp', 'split_parts',
+           'torch_compile_kwargs', 'uses_cuda_graphs']
 
 #: The model attributes that are compiled when present (classifiers: backbone, neck, head;
 #: detectors: backbone, neck). Detector heads (``rpn_head``, ``roi_head``) stay eager: their
@@ -193,16 +193,23 @@ class CUDAGraphStepHook(Hook):
         torch.compiler.cudagraph_mark_step_begin()
 
 
-def apply_compile(runner) -> Any:
-    """Compile the parts of ``runner.model`` if ``runner.cfg.compile_model`` is set (one log
-    line naming the compiled and the eager parts); return ``runner``."""
-    kwargs = compile_kwargs(runner.cfg.get('compile_model'))
-    if kwargs is None:
-        return runner
-    if runner.cfg.get('compile'):
+def config_compile_kwargs(cfg: Any) -> Optional[Dict[str, Any]]:
+    """:func:`compile_kwargs` of ``cfg.compile_model``; a ValueError also when mmengine's own
+    ``compile`` is set beside it (tools/train.py checks this before building the Runner)."""
+    kwargs = compile_kwargs(cfg.get('compile_model'))
+    if kwargs is not None and cfg.get('compile'):
         raise ValueError('compile_model and mmengine\'s compile are both set: mmengine\'s '
                          'compile=True compiles train_step with the optimizer step (it '
                          'recompiles on every learning-rate change); keep compile_model only')
+    return kwargs
+
+
+def apply_compile(runner) -> Any:
+    """Compile the parts of ``runner.model`` if ``runner.cfg.compile_model`` is set (one log
+    line naming the compiled and the eager parts); return ``runner``."""
+    kwargs = config_compile_kwargs(runner.cfg)
+    if kwargs is None:
+        return runner
     compiled, eager = compile_model_parts(runner.model, kwargs)
     call = torch_compile_kwargs(kwargs)
     runner.logger.info(

@@ -42,13 +42,18 @@ def _absolute(path: str, root: str) -> str:
 def _load(index_path: str) -> Dict[str, object]:
     """mmpoly's models of ``index_path``, with config and local weights paths made absolute
     (relative to the index's folder)."""
+    index_path = osp.realpath(index_path)  # one entry per file, however it is named
     if index_path not in _LOADED:
         from modelindex.load_model_index import load
         index = load(index_path)
         index.build_models_with_collections()
-        root = osp.dirname(osp.abspath(index_path))
+        root = osp.dirname(index_path)
         models: Dict[str, object] = {}
         for metainfo in index.models:
+            if not isinstance(metainfo.name, str) or not metainfo.name:
+                where = getattr(metainfo, 'filepath', None) or index_path
+                raise ValueError(f'a model of {where} (Config {metainfo.config!r}) has no Name; '
+                                 'every model needs a Name (its hub name)')
             name = metainfo.name.lower()
             if name in models:
                 raise ValueError(f'model name {metainfo.name!r} appears twice in {index_path}')
@@ -85,14 +90,24 @@ def register_model_hub(index_path: Optional[str] = None) -> List[str]:
 
     Returns:
         The (lower-case) model names of the index.
+
+    Raises:
+        ValueError: a name of the index is registered already by another index (mmpretrain's
+            ``ModelHub.register_model_index`` refuses such a conflict too); nothing of the index
+            is registered then.
     """
     from mmpretrain.apis.model import ModelHub
 
     models = _load(index_path or model_index_path())
     shared = mmpretrain_model_names()
-    for name, metainfo in models.items():
-        if name not in shared:
-            ModelHub._models_dict[name] = metainfo
+    added = {name: metainfo for name, metainfo in models.items() if name not in shared}
+    for name, metainfo in added.items():
+        registered = ModelHub._models_dict.get(name)
+        if registered is not None and registered is not metainfo:
+            raise ValueError(f'model name {name!r} of {getattr(metainfo, "filepath", None)} is '
+                             f'registered already, from '
+                             f'{getattr(registered, "filepath", None)}; rename the model')
+    ModelHub._models_dict.update(added)
     return sorted(models)
 
 

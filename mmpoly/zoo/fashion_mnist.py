@@ -122,7 +122,11 @@ def load_results(path: Union[str, Path] = RESULTS_FILE) -> Dict[str, Dict[str, A
     path = Path(path)
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as error:
+        raise ValueError(f'{path}: not a JSON results file ({error}); write it again with '
+                         'tools/model_zoo/zoo_results.py --write-results') from error
     models = data.get('models') if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise ValueError(f'{path}: expected {{"models": {{name: entry}}}}, got {type(data)}')

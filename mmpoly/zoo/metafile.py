@@ -61,7 +61,11 @@ def _metrics(entry: Optional[Dict]) -> Dict:
         return {}
     metrics: Dict = OrderedDict()
     if entry.get('weights'):
-        metrics['Top 1 Accuracy'] = round(entry['weights_top1'], METRIC_DIGITS)
+        top1 = entry.get('weights_top1')
+        if isinstance(top1, bool) or not isinstance(top1, (int, float)):
+            raise ValueError(f'results-file entry with weights {entry["weights"]!r} needs '
+                             f'weights_top1, the top-1 of those weights (a number); got {top1!r}')
+        metrics['Top 1 Accuracy'] = round(top1, METRIC_DIGITS)
     if entry.get('mean') is not None:
         metrics['Top 1 Accuracy (mean over seeds)'] = round(entry['mean'], METRIC_DIGITS)
     if entry.get('std') is not None:

@@ -10,16 +10,26 @@ products are not counted), as in mmpretrain's get_flops tool.
 import argparse
 from typing import Optional, Sequence
 
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import default_input_shape, measure
+from mmpoly.utils.startup import check_cfg_options, load_config, startup_errors
+
+PROG = 'tools/analysis_tools/get_flops.py'
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f'must be a positive integer, got {value}')
+    return number
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Count parameters and FLOPs of a config')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'),
+    parser.add_argument('--shape', type=_positive_int, nargs=2, metavar=('H', 'W'),
                         help='input size (default: the config\'s test images: 28 28 for '
                         'Fashion-MNIST, 32 32 for CIFAR, 224 224 for ImageNet)')
     parser.add_argument('--part', choices=['model', 'backbone'], default='model',
@@ -33,9 +43,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     register_all_modules()
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
+    with startup_errors(PROG):
+        cfg = load_config(args.config)
+        if args.cfg_options:
+            check_cfg_options(cfg, args.cfg_options)
+            cfg.merge_from_dict(args.cfg_options)
     shape = default_input_shape(cfg)
     if args.shape:
         shape = (shape[0], *args.shape)

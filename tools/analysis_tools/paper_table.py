@@ -45,7 +45,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'page is out of date (repeatable)')
     parser.add_argument('--configs-root', default=str(report.CONFIGS_ROOT),
                         help='directory the rows\' config paths are relative to')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not Path(args.configs_root).is_dir():
+        parser.error(f'--configs-root {args.configs_root}: not a folder (the folder the rows\' '
+                     f'config paths, e.g. {paper_rows()[0].config}, are relative to)')
+    return args
 
 
 def _read(path: str) -> str:

@@ -29,6 +29,7 @@ import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.backend_bases import FigureCanvasBase  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 
 from mmpoly.fileio import atomic_savefig  # noqa: E402
@@ -89,13 +90,23 @@ def _walk_datasets(cfg: dict) -> Iterable[dict]:
         cfg = cfg.get('dataset')
 
 
+def wrapper_default(wrapper: str, key: str) -> float:
+    """The default of the ``key`` argument of mmpoly's dataset wrapper ``wrapper``."""
+    import inspect
+
+    from mmpoly.datasets import subsets
+    return float(inspect.signature(getattr(subsets, wrapper)).parameters[key].default)
+
+
 def data_regime(config: Config) -> Optional[Tuple[str, float]]:
-    """(regime, x) from the training set's wrapper of ``config``; None without one."""
+    """(regime, x) from the training set's wrapper of ``config`` (the wrapper's default where
+    the config does not set it); None without one."""
     dataset = config.get('train_dataloader', {}).get('dataset', {})
     for cfg in _walk_datasets(dataset):
         for regime, (wrapper, key, _) in REGIMES.items():
             if cfg.get('type') in (wrapper, f'mmpretrain.{wrapper}'):
-                return regime, float(cfg.get(key))
+                value = cfg.get(key)
+                return regime, wrapper_default(wrapper, key) if value is None else float(value)
     return None
 
 
@@ -201,7 +212,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--out', default='data_regimes.png', help='the PNG to write')
     parser.add_argument('--metric', default='accuracy/top1',
                         help='the scalar to plot (its last value per run)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    suffix = Path(args.out).suffix.lstrip('.').lower() or 'png'
+    supported = sorted(FigureCanvasBase.get_supported_filetypes())
+    if suffix not in supported:
+        parser.error(f'--out {args.out}: matplotlib cannot write .{suffix} files; allowed '
+                     f'suffixes: {", ".join(supported)} (none: PNG)')
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -29,6 +29,9 @@ from mmengine.config import DictAction
 from mmpoly.analysis import MAX_MEASURABLE_DEGREE, PARTS, analyse_config
 from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
+from mmpoly.utils.startup import startup_errors
+
+PROG = 'tools/analysis_tools/poly_degree.py'
 
 #: Statuses that count as agreement with an expected degree.
 OK_STATUSES = ('match', 'beyond max')
@@ -62,9 +65,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     register_all_modules()
-    report = analyse_config(args.config, input_size=args.input_size, max_degree=args.max_degree,
-                            seed=args.seed, freeze=not args.keep_norms,
-                            cfg_options=args.cfg_options, parts=args.parts)
+    # analyse_config checks the --cfg-options keys (a StartupError) before it merges them
+    with startup_errors(PROG):
+        report = analyse_config(args.config, input_size=args.input_size,
+                                max_degree=args.max_degree, seed=args.seed,
+                                freeze=not args.keep_norms, cfg_options=args.cfg_options,
+                                parts=args.parts)
     print(report.format_table())
     if args.json:
         atomic_write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False), args.json)

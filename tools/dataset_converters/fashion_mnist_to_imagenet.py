@@ -48,7 +48,8 @@ def write_fashion_imagenet(out_dir: str, num_images: Dict[str, Optional[int]],
     for split, count in num_images.items():
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; allowed: {list(SPLITS)}')
-        if count is not None and (not isinstance(count, int) or count < 1):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 1):
             raise ValueError(f'--{split} must be a positive number of images, got {count!r}')
     folders = [class_folder(name) for name in FASHION_MNIST_CLASSES]
     parent = osp.dirname(osp.abspath(out_dir))
@@ -60,6 +61,10 @@ def write_fashion_imagenet(out_dir: str, num_images: Dict[str, Optional[int]],
         for split, count in num_images.items():
             source = LocalFashionMNIST(data_root=fashion_mnist_root, split=SPLITS[split],
                                        lazy_init=False)
+            if count is not None and count > len(source):
+                raise ValueError(f'--{split} {count} exceeds the {len(source)} images of '
+                                 f"Fashion-MNIST's {SPLITS[split]} split; allowed: 1 to "
+                                 f'{len(source)} (or leave it out for all)')
             order = np.random.default_rng(seed).permutation(len(source))[:count]
             for folder in folders:
                 os.makedirs(osp.join(tmp, split, folder))

@@ -37,7 +37,27 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                                          for name in DETECTION_CONFIGS],
                         help='COCO detection configs to write a Fashion-COCO version of '
                         '(default: the four in configs/; none with an empty list)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for flag in ('train', 'val'):
+        if getattr(args, flag) < 1:
+            parser.error(f'--{flag} must be a positive number of images, got '
+                         f'{getattr(args, flag)}')
+    for config in args.configs:  # before the set is written
+        if not osp.isfile(config):
+            parser.error(f'--configs: {config} is not a file')
+        if not osp.splitext(osp.basename(config))[0].endswith('_coco'):
+            parser.error(f'--configs: {config} is not a COCO config (*_coco.py)')
+    from mmpoly.datasets.fashion_coco import DEFAULT_ITEM_SIZES, MIN_IMAGE_SIDE
+
+    # the items keep write_fashion_coco's default sizes (no option sets them): the smallest
+    # must fit into the image, which write_fashion_coco would report as its item_sizes
+    low, high = DEFAULT_ITEM_SIZES
+    smallest = max(MIN_IMAGE_SIDE, low)
+    if min(args.image_size) < smallest:
+        parser.error(f'--image-size {args.image_size[0]} {args.image_size[1]}: both sides must '
+                     f'be >= {smallest} (the items pasted into the images are {low} to {high} '
+                     f'pixels square, and the smallest must fit)')
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:
@@ -54,8 +74,6 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
     written = []
     for config in args.configs:
         stem = osp.splitext(osp.basename(config))[0]
-        if not stem.endswith('_coco'):
-            raise ValueError(f'--configs: {config} is not a COCO config (*_coco.py)')
         # the config lies in the set's folder and reads it relative to itself
         cfg = fashion_coco_detector_config(config, CONFIG_DIR,
                                            image_scale=(args.image_size[1], args.image_size[0]))

@@ -183,6 +183,12 @@ def make_speech_commands(out_dir: str, words: Sequence[str], speakers: int = 20,
     if val_speakers < 0 or test_speakers < 0 or speakers - val_speakers - test_speakers < 1:
         raise ValueError(f'--speakers {speakers} must exceed --val-speakers {val_speakers} + '
                          f'--test-speakers {test_speakers} (at least one training speaker)')
+    if not isinstance(noise_seconds, (int, float)) or not np.isfinite(noise_seconds) \
+            or round(noise_seconds * SAMPLE_RATE) < 1:
+        raise ValueError(f'--noise-seconds must be a number of seconds > 0 (at least one '
+                         f'sample, 1/{SAMPLE_RATE} s), got {noise_seconds!r}')
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f'--jobs must be a positive int, got {jobs!r}')
     for engine in engines:
         if shutil.which(engine) is None:
             raise FileNotFoundError(f'{engine} is not installed (Debian: apt-get install '
@@ -232,7 +238,7 @@ def _write_set(out_dir: str, words: Sequence[str], settings: List[Dict],
             write_wav(osp.join(out_dir, entry), clip)
             return entry, split_of[setting['id']]
 
-        with ThreadPoolExecutor(max(1, jobs)) as pool:
+        with ThreadPoolExecutor(jobs) as pool:
             for entry, split in pool.map(one, jobs_list):
                 splits[split].append(entry)
         espeak = dict(engine='espeak-ng', voice='en-us', speed=170, pitch=50) \

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 import yaml
 
-from mmpoly.deploy import (DEFAULT_OPSET, compare_outputs, export_onnx, input_shape_from_config,
-                           load_model, onnx_session, run_onnx)
+from mmpoly.deploy import (DEFAULT_OPSET, MIN_OPSET, check_opset, compare_outputs, export_onnx,
+                           input_shape_from_config, load_model, onnx_session, run_onnx)
 from mmpoly.fileio import atomic_write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +40,8 @@ TABLE_START = '<!-- onnx-zoo-parity:start (tools/deployment/onnx_zoo_parity.py -
 TABLE_END = '<!-- onnx-zoo-parity:end -->'
 METRIC = 'Top 1 Accuracy'
 BATCH = 500
+#: The test images of Fashion-MNIST, the set of every published model.
+TEST_IMAGES = 10000
 
 
 def published_models(metafile: Path = METAFILE) -> List[Dict[str, Any]]:
@@ -58,18 +60,20 @@ def published_models(metafile: Path = METAFILE) -> List[Dict[str, Any]]:
 @torch.no_grad()
 def test_batches(cfg: Any, model: torch.nn.Module,
                  num_images: Optional[int]) -> List[Dict[str, torch.Tensor]]:
-    """The config's test set as normalised (inputs, labels) batches of :data:`BATCH`."""
+    """The first ``num_images`` (None: all) of the config's test set as normalised (inputs,
+    labels) batches of :data:`BATCH`; a ValueError if the set has fewer."""
     from mmengine.registry import DefaultScope
     from mmpretrain.registry import DATASETS
 
-    dataset_cfg = cfg.test_dataloader.dataset.copy()
-    if num_images is not None:
-        dataset_cfg.indices = num_images
     with DefaultScope.overwrite_default_scope(cfg.get('default_scope', 'mmpretrain')):
-        dataset = DATASETS.build(dataset_cfg)
+        dataset = DATASETS.build(cfg.test_dataloader.dataset.copy())
+    if num_images is not None and num_images > len(dataset):
+        raise ValueError(f'--num-images {num_images} exceeds the {len(dataset)} test images of '
+                         f'the config; allowed: 1 to {len(dataset)} (or leave it out for all)')
+    count = len(dataset) if num_images is None else num_images
     batches = []
-    for start in range(0, len(dataset), BATCH):
-        items = [dataset[i] for i in range(start, min(start + BATCH, len(dataset)))]
+    for start in range(0, count, BATCH):
+        items = [dataset[i] for i in range(start, min(start + BATCH, count))]
         data = model.data_preprocessor(
             dict(inputs=[item['inputs'] for item in items],
                  data_samples=[item['data_samples'] for item in items]), False)
@@ -113,7 +117,7 @@ def evaluate(entry: Dict[str, Any], num_images: Optional[int], opset: int,
 def passed(result: Dict[str, Any]) -> bool:
     """onnxruntime agrees with PyTorch on every image, and (on the full test set) its top-1 is
     the metafile's."""
-    full = result['num_images'] == 10000
+    full = result['num_images'] == TEST_IMAGES
     return result['agreeing_predictions'] == result['num_images'] and (
         not full or result['onnx_top1'] == result['metafile_top1'])
 
@@ -146,11 +150,22 @@ def table_in_docs(text: str) -> str:
     return text.split(TABLE_START)[1].split(TABLE_END)[0].strip()
 
 
-def run(names: Optional[Sequence[str]], num_images: Optional[int],
-        opset: int) -> Dict[str, Any]:
-    import onnx
-    import onnxruntime
+def check_options(num_images: Optional[int], opset: int) -> None:
+    """``--num-images`` must be None or 1 to :data:`TEST_IMAGES` and ``--opset`` in
+    :func:`mmpoly.deploy.opset_range`; a ValueError names the option, value and range."""
+    allowed = f'allowed: 1 to {TEST_IMAGES} (or leave it out for all)'
+    if num_images is not None and (isinstance(num_images, bool)
+                                   or not isinstance(num_images, int) or num_images < 1):
+        raise ValueError(f'--num-images must be a positive number of images, got '
+                         f'{num_images!r}; {allowed}')
+    if num_images is not None and num_images > TEST_IMAGES:
+        raise ValueError(f'--num-images {num_images} exceeds the {TEST_IMAGES} test images of '
+                         f'Fashion-MNIST; {allowed}')
+    check_opset(opset, '--opset')
 
+
+def select_models(names: Optional[Sequence[str]]) -> List[Dict[str, Any]]:
+    """The published models named ``names`` (None: all); a ValueError names unknown ones."""
     models = published_models()
     if names:
         known = {m['name'] for m in models}
@@ -159,6 +174,18 @@ def run(names: Optional[Sequence[str]], num_images: Optional[int],
             raise ValueError(f'--models {unknown} are not published models; choose from '
                              f'{sorted(known)}')
         models = [m for m in models if m['name'] in names]
+    return models
+
+
+def run(names: Optional[Sequence[str]], num_images: Optional[int],
+        opset: int) -> Dict[str, Any]:
+    """Evaluate the published models ``names`` (None: all) on the first ``num_images`` test
+    images (None: all); a ValueError for a bad option before anything is loaded."""
+    import onnx
+    import onnxruntime
+
+    check_options(num_images, opset)
+    models = select_models(names)
     with tempfile.TemporaryDirectory() as work_dir:
         results = [evaluate(m, num_images, opset, work_dir) for m in models]
     return dict(
@@ -174,12 +201,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', help='metafile names (default: all published)')
     parser.add_argument('--num-images', type=int, help='the first N test images (default all)')
-    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET)
+    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET,
+                        help=f'ai.onnx opset (>= {MIN_OPSET}, up to the newest the installed '
+                        f'onnx knows; default {DEFAULT_OPSET})')
     parser.add_argument('--update-docs', action='store_true',
                         help=f'write the table into {DOCS_PAGE.relative_to(REPO)}')
     args = parser.parse_args(argv)
-    if args.num_images is not None and args.num_images < 1:
-        parser.error(f'--num-images must be positive, got {args.num_images}')
+    try:
+        check_options(args.num_images, args.opset)
+        select_models(args.models)
+    except ValueError as error:
+        parser.error(str(error))
     complete = args.models is None and args.num_images is None
     if args.update_docs and not complete:
         parser.error('--update-docs needs the full run (no --models / --num-images)')

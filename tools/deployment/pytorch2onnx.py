@@ -17,15 +17,16 @@ the tool exits with status 1 when the relative one exceeds ``--rtol`` (default
 (said on the output).
 """
 import argparse
+import math
 import os.path as osp
 import sys
 from typing import List, Optional, Sequence
 
 import torch
 
-from mmpoly.deploy import (DEFAULT_OPSET, PARITY_RTOL, export_onnx, fixed_size_modules,
-                           input_shape_from_config, is_detector, load_model, onnx_parity,
-                           onnx_session)
+from mmpoly.deploy import (DEFAULT_OPSET, MIN_OPSET, PARITY_RTOL, check_opset, export_onnx,
+                           fixed_size_modules, input_shape_from_config, is_detector, load_model,
+                           onnx_parity, onnx_session)
 
 
 def _positive_int(value: str) -> int:
@@ -48,8 +49,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--dynamic-batch', action='store_true', help='a symbolic batch axis')
     parser.add_argument('--dynamic-size', action='store_true',
                         help='symbolic H and W (refused for PDC-NL, built for one size)')
-    parser.add_argument('--opset', type=_positive_int, default=DEFAULT_OPSET,
-                        help=f'ai.onnx opset (>= 18; default {DEFAULT_OPSET})')
+    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET,
+                        help=f'ai.onnx opset (>= {MIN_OPSET}, up to the newest the installed '
+                        f'onnx knows; default {DEFAULT_OPSET})')
     parser.add_argument('--out', help='output .onnx (default work_dirs/onnx/<config>.onnx)')
     parser.add_argument('--verify', action='store_true',
                         help='compare onnxruntime with PyTorch on random inputs')
@@ -57,6 +59,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help=f'largest accepted relative difference with --verify '
                         f'({PARITY_RTOL:g})')
     args = parser.parse_args(argv)
+    try:
+        check_opset(args.opset, '--opset')
+    except ValueError as error:
+        parser.error(str(error))
+    if not math.isfinite(args.rtol) or args.rtol < 0:
+        parser.error(f'--rtol must be a finite number >= 0 (the largest accepted relative '
+                     f'difference), got {args.rtol}')
     if not osp.isfile(args.config):
         parser.error(f'config {args.config!r} is not a file')
     if args.checkpoint is not None and not osp.isfile(args.checkpoint):
@@ -83,7 +92,11 @@ def verification_batches(shape: Sequence[int], batch_size: int, dynamic_batch: b
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
-    cfg, model = load_model(args.config, args.checkpoint)
+    try:
+        cfg, model = load_model(args.config, args.checkpoint)
+    except ValueError as error:
+        print(f'error: {error}', file=sys.stderr)
+        return 2
     if args.checkpoint is None:
         print('no checkpoint given: exporting the initial (random) weights')
     shape = tuple(args.shape) if args.shape else input_shape_from_config(cfg)

@@ -73,6 +73,23 @@ def run_hash(config: str, max_iters: Optional[int] = None, test_images: Optional
     return config_hash(cfg)
 
 
+def cfg_options_problem(config: str, extra: Optional[Dict[str, object]]) -> Optional[str]:
+    """Why ``--cfg-options`` ``extra`` would fail (or do nothing) on ``config``: the check of
+    tools/train.py (:func:`mmpoly.utils.startup.check_cfg_options`), made before any run, so that
+    a typo is not found run after run (nor passed by ``--dry-run``). None if they are fine."""
+    if not extra:
+        return None
+    from mmpoly.utils import register_all_modules
+    from mmpoly.utils.startup import StartupError, check_cfg_options
+
+    register_all_modules(init_default_scope=False)
+    try:
+        check_cfg_options(Config.fromfile(str(config_path(config))), extra)
+    except StartupError as error:
+        return f'{config}: {error}'
+    return None
+
+
 def estimate_seconds(config: str, max_iters: Optional[int] = None,
                      test_images: Optional[int] = None) -> float:
     """Estimated wall time of one run: the overhead (the 10k test included) plus its
@@ -211,6 +228,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--dry-run', action='store_true',
                         help='print the plan and the time estimate, run nothing')
     args = parser.parse_args(argv)
+    args.configs = [Path(name).stem for name in args.configs]  # 'x' and 'x.py' are one config
+    for option, values in (('--configs', args.configs), ('--seeds', args.seeds)):
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            parser.error(f'{option} names {", ".join(repeated)} more than once; each run would '
+                         'be trained again over the one before (give each once)')
     for name in args.configs:
         if not config_path(name).is_file():
             parser.error(f'--configs: {config_path(name)} does not exist (the suite: '
@@ -230,6 +253,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan, done = [], []
     estimates: Dict[str, float] = {}
     for config in args.configs:
+        problem = cfg_options_problem(config, args.cfg_options)
+        if problem:
+            print(f'error: {problem}', file=sys.stderr)
+            return 2
         expected = run_hash(config, args.max_iters, args.test_images, args.cfg_options)
         for seed in args.seeds:
             folder = run_dir(work_root, config, seed)

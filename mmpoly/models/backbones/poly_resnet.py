@@ -52,14 +52,25 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stage
         stages = per_stage(f'{field}.stages', plugin.get('stages', True), num_stages)
         for flag in stages:
             check_choice(f'{field}.stages', flag, (True, False))
+        stage_cfgs = plugin.get('stage_cfgs')
+        if stage_cfgs is not None:
+            stage_cfgs = per_stage(f'{field}.stage_cfgs', stage_cfgs, num_stages)
+        for where, options in [(f'{field}.cfg', plugin['cfg'])] + [
+                (f'{field}.stage_cfgs[{i}]', c) for i, c in enumerate(stage_cfgs or [])]:
+            if isinstance(options, dict) and pretrained_init(
+                    options.get('init_cfg'), f'{where}.init_cfg') is not None:
+                raise ValueError(
+                    f'{where}.init_cfg={options["init_cfg"]!r}: a Pretrained init inside a '
+                    'plugin would load the whole checkpoint into the plugin, non-strictly; put '
+                    "it on the backbone: init_cfg=dict(type='Pretrained', checkpoint=PATH, "
+                    'prefix=...), which loads the plugins too')
         if not stages[stage]:
             continue
         cfg = dict(plugin['cfg'])
         if 'in_channels' in cfg:
             raise ValueError(f'{field}.cfg.in_channels is set by the backbone (stage width)')
-        stage_cfgs = plugin.get('stage_cfgs')
         if stage_cfgs is not None:
-            cfg.update(per_stage(f'{field}.stage_cfgs', stage_cfgs, num_stages)[stage] or {})
+            cfg.update(stage_cfgs[stage] or {})
         # mmpoly's registry scope, also when the backbone is built from an mmdet config
         cfg.setdefault('_scope_', 'mmpretrain')
         modules.append(MODELS.build(dict(cfg, in_channels=channels)))

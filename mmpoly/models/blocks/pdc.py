@@ -31,8 +31,8 @@ class PDCBlock(ResNetBlock):
         projection_kernel_size: odd kernel of the projection convs (``kern_loc``).
         num_projection_convs: convs in each projection (``n_lconvs``).
         input_norm: norm of the factor input I z (``norm_x``): any norm type mmcv's
-            ``build_norm_layer`` builds ('BN', 'IN' = InstanceNorm2d, 'GN', a type you registered
-            in ``MODELS``, ...), 'none' or a dict.
+            ``build_norm_layer`` builds ('BN', 'IN' = InstanceNorm2d, a type you registered
+            in ``MODELS``, ...), 'none' or a dict (``dict(type='GN', num_groups=4)``).
         factor_norm: norm after each factor conv, same choices.
         projection_norm: norm after each projection conv (``norm_local``).
         factor_act / projection_act: activations of factors / projection ('none' to drop).

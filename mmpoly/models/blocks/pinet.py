@@ -31,8 +31,8 @@ class PiNetBlock(ResNetBlock):
         num_projection_convs: k×k convs (+ norm) on the product (RP ``n_lconvs``), may be 0.
         projection_kernel_size: odd kernel of those convs.
         input_norm / projection_norm: any norm type mmcv's ``build_norm_layer`` builds ('BN',
-            'IN' = InstanceNorm2d, 'GN', a type you registered in ``MODELS``, ...), 'none' or a
-            dict.
+            'IN' = InstanceNorm2d, a type you registered in ``MODELS``, ...), 'none' or a dict
+            (``dict(type='GN', num_groups=4)``).
         learn_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
         scale_init: initial α when ``learn_scale`` (default 0: the higher-degree terms start
             switched off). With ``learn_scale=False`` α is 1: leave it unset (or 1.0); any

@@ -125,9 +125,24 @@ def norm_cfg_option(name: str, value: NormOption) -> Optional[dict]:
     """Turn 'BN' / 'IN' / 'none' / dict(type=...) / None into an mmcv ``norm_cfg`` (or None).
 
     Any norm type that ``mmcv.cnn.build_norm_layer`` can build is accepted ('IN' is
-    InstanceNorm2d, as in mmcv).
+    InstanceNorm2d, as in mmcv; GroupNorm as a dict with its ``num_groups``).
     """
-    return _layer_cfg(name, value, 'a norm', 'build_norm_layer')
+    return _check_group_norm(name, _layer_cfg(name, value, 'a norm', 'build_norm_layer'))
+
+
+def _check_group_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
+    """``cfg``, unless it builds ``nn.GroupNorm`` without ``num_groups`` (mmcv's
+    ``build_norm_layer`` would stop on a bare assertion): then a ValueError naming ``name``."""
+    if cfg is None or 'num_groups' in cfg:
+        return cfg
+    layer_type = cfg['type']
+    if isinstance(layer_type, str):
+        with MMENGINE_MODELS.switch_scope_and_registry(None) as registry:
+            layer_type = registry.get(layer_type)
+    if layer_type is nn.GroupNorm:
+        raise ValueError(f'{name}={cfg!r}: GroupNorm needs num_groups (a divisor of the '
+                         f"channels), e.g. dict(type='GN', num_groups=4)")
+    return cfg
 
 
 def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
@@ -161,9 +176,10 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
 
 def required_norm_cfg_option(name: str, value: dict) -> dict:
     """Check an mmcv ``norm_cfg`` that must build a layer: a dict (not None, not 'none') whose
-    'type' ``mmcv.cnn.build_norm_layer`` resolves ('BN', 'GN', 'SyncBN', a registered type or
-    an ``nn.Module`` class); return a copy."""
-    cfg = _layer_dict(name, value, 'a norm', 'build_norm_layer', "dict(type='BN')", False)
+    'type' ``mmcv.cnn.build_norm_layer`` resolves ('BN', 'SyncBN', 'GN' with ``num_groups``, a
+    registered type or an ``nn.Module`` class); return a copy."""
+    cfg = _check_group_norm(name, _layer_dict(name, value, 'a norm', 'build_norm_layer',
+                                              "dict(type='BN')", False))
     assert cfg is not None
     return cfg
 
