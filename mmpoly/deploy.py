@@ -32,16 +32,17 @@ ONNX (needs ``pip install mmpoly[deploy]``: onnx, onnxscript, onnxruntime)::
     path = mmpoly.deploy.export_onnx(model, 'model.onnx', (3, 32, 32), dynamic_batch=True)
     parity = mmpoly.deploy.onnx_parity(model, path, torch.randn(8, 3, 32, 32))
 
-:func:`export_onnx` exports the inference copy with ``torch.onnx.export`` (the ``torch.export``
-based exporter, the default of torch >= 2.9), checks the graph with the ONNX checker and writes
-the file atomically. Its input is the *normalised* image batch, as after the config's data
-preprocessor (mmdeploy's convention); its output the classifier's logits (``mode='tensor'``)
-or, for a detector, the backbone + neck feature maps (``extract_feat``).
+:func:`export_onnx` exports the inference copy (float32, on the CPU) with ``torch.onnx.export``
+(the ``torch.export`` based exporter, the default of torch >= 2.9), checks the graph with the
+ONNX checker and writes the file atomically. Its input is the *normalised* image batch, as after
+the config's data preprocessor (mmdeploy's convention); its output the classifier's logits
+(``mode='tensor'``) or, for a detector, the backbone + neck feature maps (``extract_feat``).
 """
 import contextlib
 import copy
 import inspect
 import math
+import numbers
 import os.path as osp
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -186,6 +187,26 @@ def inference_copy(model: nn.Module) -> nn.Module:
     return fused
 
 
+def _is_float32_cpu(model: nn.Module) -> bool:
+    """Whether every tensor of ``model`` is on the CPU and every floating one float32."""
+    return all(t.device.type == 'cpu' and (not t.is_floating_point() or t.dtype == torch.float32)
+               for t in (*model.parameters(), *model.buffers()))
+
+
+def _float32_cpu(model: nn.Module) -> nn.Module:
+    """``model`` if it is float32 on the CPU, else a float32 CPU copy (``model`` untouched)."""
+    return model if _is_float32_cpu(model) else copy.deepcopy(model).cpu().float()
+
+
+def _float32_cpu_inference_copy(model: nn.Module) -> nn.Module:
+    """:func:`inference_copy` of ``model`` in float32 on the CPU, as onnxruntime runs it (BN and
+    α fold in float32 even for a float16 or CUDA model); ``model`` is not modified."""
+    fused = _float32_cpu(model)
+    fused = copy.deepcopy(fused) if fused is model else fused
+    fuse_for_inference(fused)
+    return fused
+
+
 # ----------------------------------------------------------------------------------------------
 # ONNX export and onnxruntime parity
 
@@ -202,6 +223,27 @@ MIN_OPSET = 18
 PARITY_RTOL = 1e-4
 
 
+def _check_part(model: nn.Module, part: str) -> None:
+    """A ValueError unless ``model`` can run as ``part`` (see :class:`TensorForward`)."""
+    kind = type(model).__name__
+    if part == 'features':
+        if not callable(getattr(model, 'extract_feat', None)):
+            raise ValueError(f"part='features' runs model.extract_feat, which {kind} has not; "
+                             f"give a detector or classifier, or part='classifier'")
+    elif part == 'classifier':
+        if is_detector(model):
+            raise ValueError(f"part='classifier' exports the logits of an mmpretrain classifier; "
+                             f"{kind} is an mmdet detector: export its backbone + neck with "
+                             f"part='features'")
+        forward = getattr(model, 'forward', None)
+        if forward is None or 'mode' not in inspect.signature(forward).parameters:
+            raise ValueError(f"part='classifier' runs model(x, mode='tensor') (an mmpretrain "
+                             f"classifier), but {kind}.forward takes no mode; give the "
+                             f"classifier, or part='features' for a model with extract_feat")
+    else:
+        raise ValueError(f"part must be 'classifier' or 'features', got {part!r}")
+
+
 class TensorForward(nn.Module):
     """One tensor in, the network's tensors out: the graph :func:`export_onnx` exports.
 
@@ -212,8 +254,7 @@ class TensorForward(nn.Module):
 
     def __init__(self, model: nn.Module, part: str = 'classifier') -> None:
         super().__init__()
-        if part not in ('classifier', 'features'):
-            raise ValueError(f"part must be 'classifier' or 'features', got {part!r}")
+        _check_part(model, part)
         self.model = model
         self.part = part
 
@@ -223,19 +264,31 @@ class TensorForward(nn.Module):
         return self.model(x, mode='tensor')
 
 
+#: Fixed-size transforms of a classification test pipeline: the argument holding the output
+#: size and the order of a pair in it. mmcv's ``CenterCrop`` and ``Resize`` take (w, h);
+#: mmpretrain's ``RandomCrop``, ``RandomResizedCrop`` and EfficientNet crops take (h, w).
+_SIZE_ARGUMENTS = {
+    'CenterCrop': ('crop_size', 'wh'),
+    'Resize': ('scale', 'wh'),
+    'RandomCrop': ('crop_size', 'hw'),
+    'RandomResizedCrop': ('scale', 'hw'),
+    'EfficientNetCenterCrop': ('crop_size', 'hw'),
+    'EfficientNetRandomCrop': ('scale', 'hw'),
+}
+
+
 def _crop_size(transform: dict) -> Optional[Tuple[int, int]]:
     """(H, W) a fixed-size image transform of a test pipeline produces, or None."""
     kind = str(transform.get('type', ''))
-    if kind in ('CenterCrop', 'RandomCrop', 'RandomResizedCrop'):
-        size = transform.get('crop_size', transform.get('scale'))
-    elif kind == 'Resize' and not transform.get('keep_ratio', False):
-        size = transform.get('scale')  # (w, h)
-    else:
+    if kind not in _SIZE_ARGUMENTS or (kind == 'Resize' and transform.get('keep_ratio', False)):
         return None
+    argument, order = _SIZE_ARGUMENTS[kind]
+    size = transform.get(argument)
     if isinstance(size, int):
         return size, size
     if isinstance(size, (list, tuple)) and len(size) == 2:
-        return int(size[1]), int(size[0])  # OpenMMLab sizes are (w, h)
+        first, second = int(size[0]), int(size[1])
+        return (first, second) if order == 'hw' else (second, first)
     return None
 
 
@@ -419,7 +472,9 @@ def export_onnx(model: nn.Module,
 
     Args:
         model: an mmpretrain classifier (``part='classifier'``) or a model with
-            ``extract_feat`` (``part='features'``: a detector's backbone + neck).
+            ``extract_feat`` (``part='features'``: a detector's backbone + neck), on any device
+            and in any float dtype: the exported copy is float32 on the CPU (the graph's input
+            and outputs are float32).
         path: the ``.onnx`` file, written atomically (complete or not at all) after
             ``onnx.checker.check_model(full_check=True)`` accepted the graph.
         input_shape: (C, H, W) of the example input; batch_size: its B.
@@ -438,12 +493,16 @@ def export_onnx(model: nn.Module,
     import onnx
     from mmpoly.fileio import atomic_write
 
-    shape = tuple(int(v) for v in input_shape)
-    if len(shape) != 3 or min(shape) < 1:
-        raise ValueError(f'input_shape must be (C, H, W), three positive ints, got {input_shape}')
-    if not isinstance(batch_size, int) or batch_size < 1:
+    values = tuple(input_shape) if isinstance(input_shape, (list, tuple, torch.Size)) else ()
+    if len(values) != 3 or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                   and v >= 1 for v in values):
+        raise ValueError(f'input_shape must be (C, H, W), three positive ints, got '
+                         f'{input_shape!r}')
+    shape = tuple(int(v) for v in values)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
     check_opset(opset)
+    _check_part(model, part)
     if dynamic_size:
         fixed = fixed_size_modules(model)
         if fixed:
@@ -453,7 +512,7 @@ def export_onnx(model: nn.Module,
                 f'this model are built for one feature-map size ({fixed[0]}: spatial_size '
                 f'{sizes[0]}; PDC-NL\'s C4 has one output channel per position). Export at the '
                 f'fixed input size {shape[1]}x{shape[2]} (dynamic_batch is allowed)')
-    fused = TensorForward(inference_copy(model), part).eval()
+    fused = TensorForward(_float32_cpu_inference_copy(model), part).eval()
     example = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         try:
@@ -556,16 +615,18 @@ def compare_outputs(expected: Sequence[Any], actual: Sequence[Any]) -> OnnxParit
 
 def onnx_parity(model: nn.Module, path: str, x: torch.Tensor,
                 part: str = 'classifier', session: Any = None) -> OnnxParity:
-    """Run the ONNX file ``path`` (or ``session``) and ``model`` in eval mode (float32) on the
-    same batch ``x``; return the largest differences."""
-    net = TensorForward(model, part)
-    was_training = model.training
-    model.eval()
+    """Run the ONNX file ``path`` (or ``session``) and ``model`` in eval mode on the same batch
+    ``x``; return the largest differences. PyTorch runs in float32 on the CPU, as onnxruntime
+    does (a float32 CPU copy of a float16 / CUDA model; ``model`` is not modified)."""
+    reference = _float32_cpu(model)
+    net = TensorForward(reference, part)
+    was_training = reference.training
+    reference.eval()
     try:
         with torch.no_grad():
-            expected = _flat_outputs(net(x.float()))
+            expected = _flat_outputs(net(x.detach().cpu().float()))
     finally:
-        model.train(was_training)
+        reference.train(was_training)
     session = session if session is not None else onnx_session(path)
     return compare_outputs(expected, run_onnx(session, x))
 

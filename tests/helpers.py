@@ -153,3 +153,19 @@ def first_degree_terms(block: torch.nn.Module, x: Tensor) -> Tuple[Tensor, Tenso
     branch = bn_eval(F.conv2d(branch, block.conv2.weight, padding=1), block.bn2)
     shortcut = bn_eval(F.conv2d(x, block.downsample[0].weight, stride=2), block.downsample[1])
     return branch, shortcut
+
+
+def run_keeping_count(forward, params) -> Tuple[Tensor, Tuple[Tensor, ...], int]:
+    """``forward()``'s output, the gradients of its squared sum for ``params``, and the bytes of
+    the distinct storages autograd kept for the backward pass (a with_cp check)."""
+    saved = {}
+
+    def pack(tensor: Tensor) -> Tensor:
+        storage = tensor.untyped_storage()
+        saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    grads = torch.autograd.grad(out.square().sum(), list(params))
+    return out, grads, sum(saved.values())

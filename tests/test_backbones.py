@@ -2,7 +2,7 @@
 parameter counts are pinned in test_model_zoo.py)."""
 import pytest
 import torch
-from helpers import build_from_config
+from helpers import build_from_config, run_keeping_count
 from mmengine.model.weight_init import PretrainedInit
 from mmpretrain.registry import MODELS
 from torch import nn
@@ -130,17 +130,7 @@ def test_with_cp_same_outputs_and_gradients_less_saved(block_type):
     x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
     results = []
     for net in nets:
-        saved = {}
-
-        def pack(tensor):
-            storage = tensor.untyped_storage()
-            saved[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = net(x)[0]
-        grads = torch.autograd.grad(out.square().sum(), list(net.parameters()))
-        results.append((out, grads, sum(saved.values())))
+        results.append(run_keeping_count(lambda: net(x)[0], net.parameters()))
     torch.testing.assert_close(results[1][0], results[0][0])
     torch.testing.assert_close(results[1][1], results[0][1])
     assert results[1][2] < results[0][2] / 2, (results[1][2], results[0][2])

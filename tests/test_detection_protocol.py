@@ -168,8 +168,13 @@ def test_lanes_run_their_backbone_s_stages_and_the_last_one_reports(
     assert reported[0]['complete'] and list(pretrained) == ['resnet18', 'pdc-resnet18']
     assert list(cases) == [c.name for c in full.cases]
     assert cases['mask-rcnn_pdc-resnet18_scratch']['pretrained'] is False
-    with pytest.raises(ValueError, match="--threads: 0; allowed: an integer >= 1"):
-        protocol.main(['run', '--threads', '0', '--work-dir', str(tmp_path / 'none')])
+    capsys.readouterr()
+    for threads in ('0', 'two'):  # a usage error naming the option and what is allowed
+        with pytest.raises(SystemExit) as exit_info:
+            protocol.main(['run', '--threads', threads, '--work-dir', str(tmp_path / 'none')])
+        assert exit_info.value.code == 2
+        assert (f"tools/detection_protocol.py run: error: argument --threads: '{threads}'; "
+                'allowed: a whole number >= 1') in capsys.readouterr().err
     assert not (tmp_path / 'none').exists()
 
 

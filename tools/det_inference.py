@@ -82,6 +82,12 @@ def _device_problem(device: str) -> Optional[str]:
             return 'CUDA is not available on this machine; use --device cpu'
         if parsed.index is not None and parsed.index >= count:
             return f'this machine has {count} CUDA device(s): cuda:0 to cuda:{count - 1}'
+    elif parsed.type != 'cpu':  # xpu, mps, meta, …: run only where torch says it is available
+        checks = [getattr(module, 'is_available', None) for module in
+                  (getattr(torch, parsed.type, None), getattr(torch.backends, parsed.type, None))]
+        if not any(callable(check) and check() for check in checks):
+            return (f'torch has no available {parsed.type!r} device on this machine; use '
+                    '--device cpu, or cuda / cuda:N on a machine with a GPU')
     return None
 
 

@@ -877,8 +877,20 @@ def table_in(text: str) -> str:
 # --------------------------------------------------------------------------- command line
 
 
+def _threads(value: str) -> int:
+    """``--threads``: a whole number >= 1 (an argparse type: a usage error otherwise)."""
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise argparse.ArgumentTypeError(f'{value!r}; allowed: a whole number >= 1')
+    return threads
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(prog='tools/detection_protocol.py',
+                                     description=__doc__.split('\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     run = sub.add_parser('run', help='run (or resume) the protocol')
     run.add_argument('--protocol', choices=sorted(PROTOCOLS), default='full')
@@ -891,7 +903,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     run.add_argument('--case', nargs='+', default=None, metavar='CASE',
                      help='run only these fine-tuning cases (e.g. '
                      'mask-rcnn_resnet18_scratch) and the pretraining they need')
-    run.add_argument('--threads', type=int, default=None,
+    run.add_argument('--threads', type=_threads, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
     for name, text in (
             ('training-split', 'score the finished pretrained Mask R-CNN cases of a work_dir on '
@@ -901,7 +913,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
              'predictions, training-split scores); a complete run writes it by itself')):
         command = sub.add_parser(name, help=text)
         command.add_argument('work_dir')
-        command.add_argument('--threads', type=int, default=None, help='as for run')
+        command.add_argument('--threads', type=_threads, default=None, help='as for run')
     table = sub.add_parser('table', help="print the docs' table from a results JSON")
     table.add_argument('results', nargs='+',
                        help="results.json of a run, or a run's work_dir (its finished stages, "
@@ -915,8 +927,6 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
     args = parse_args(argv)
     if args.command in ('run', 'training-split', 'report') and args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f'--threads: {args.threads}; allowed: an integer >= 1')
         CHILD_ENV.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     if args.command == 'training-split':
         run = ProtocolRun.of_work_dir(args.work_dir)

@@ -13,6 +13,10 @@ CONFIG=$1
 CHECKPOINT=$2
 GPUS=$3
 shift 3
+if ! [[ "$GPUS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "$0: NUM_PROCESSES must be a whole number >= 1 (processes on this node), got '$GPUS'" >&2
+    exit 2
+fi
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}

@@ -13,6 +13,10 @@ fi
 CONFIG=$1
 GPUS=$2
 shift 2
+if ! [[ "$GPUS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "$0: NUM_PROCESSES must be a whole number >= 1 (processes on this node), got '$GPUS'" >&2
+    exit 2
+fi
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}

@@ -17,6 +17,7 @@ so are start-up mistakes, and top-level config keys that mmengine would ignore w
 are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
+import math
 import os
 import os.path as osp
 from copy import deepcopy
@@ -89,13 +90,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='store the model channels-last (sets the config key '
                         'channels_last=True; classifiers only, detectors are refused)')
     parser.add_argument('--show-dir',
-                        help='directory where the visualization images will be saved')
+                        help='directory where the visualization images will be saved (relative to '
+                        'the current directory, for classifiers and detectors alike)')
     parser.add_argument('--show', action='store_true',
                         help='display the prediction results in a window')
     parser.add_argument('--interval', type=int, default=1,
-                        help='visualize every this many samples')
+                        help='visualize every this many samples (a whole number >= 1)')
     parser.add_argument('--wait-time', type=float, default=2,
-                        help='display time of every window (seconds)')
+                        help='display time of every window (seconds, >= 0)')
     parser.add_argument('--no-pin-memory', action='store_true',
                         help='disable the pin_memory option of the dataloaders')
     parser.add_argument(
@@ -117,6 +119,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     problem = None if args.out is None else out_problem(args.out, args.out_item)
     if problem:
         parser.error(problem)
+    if args.interval < 1:  # mmpretrain's hook draws nothing (< 0) or divides by it (0)
+        parser.error(f'--interval must be a whole number >= 1 (visualize every this many '
+                     f'samples), got {args.interval}')
+    if not (math.isfinite(args.wait_time) and args.wait_time >= 0):
+        parser.error(f'--wait-time must be a finite number of seconds >= 0, got '
+                     f'{args.wait_time}')
     if 'LOCAL_RANK' not in os.environ:
         os.environ['LOCAL_RANK'] = str(args.local_rank)
     return args
@@ -131,7 +139,8 @@ def _enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
     vis = cfg.default_hooks.visualization
     if vis.get('type') == 'DetVisualizationHook':  # mmdet's hook: draw / test_out_dir
         vis.draw = True
-        vis.test_out_dir = args.show_dir
+        # absolute: mmdet's hook puts a relative one under work_dir/<timestamp>/
+        vis.test_out_dir = osp.abspath(args.show_dir)
     else:
         vis.enable = True
         vis.out_dir = args.show_dir
@@ -174,10 +183,13 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.test_cfg.fp16 = True
     if args.channels_last:
         cfg.channels_last = True
-    if args.show or args.show_dir is not None:
-        _enable_visualization(cfg, args)
-    if args.tta:
-        _enable_tta(cfg)
+    try:
+        if args.show or args.show_dir is not None:
+            _enable_visualization(cfg, args)
+        if args.tta:
+            _enable_tta(cfg)
+    except ValueError as error:  # the config lacks what the flag needs: one message
+        raise StartupError(str(error)) from None
     if cfg.get('test_dataloader') is not None:
         loader = ConfigDict(pin_memory=True)
         if cfg.get('default_scope', 'mmpretrain') == 'mmpretrain':  # see tools/train.py
@@ -202,6 +214,17 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
+def check_out_folder(out: str) -> None:
+    """``--out``'s folder must be creatable and writable before the test runs: the file is
+    written only after the whole test set has been predicted."""
+    folder = osp.dirname(osp.abspath(out))
+    try:
+        check_work_dir(folder)
+    except StartupError:
+        raise StartupError(f'--out {out!r}: its folder {folder!r} cannot be created or written '
+                           'to; give a file in a writable folder') from None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Build the Runner from the config, load the checkpoint and test."""
     args = parse_args(argv)
@@ -213,6 +236,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the path of a checkpoint file '
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
         check_work_dir(cfg.work_dir)
+        if args.out is not None:
+            check_out_folder(args.out)
         check_datasets(cfg, ['test_dataloader'])
         try:
             build_and_test(cfg, args)

@@ -145,7 +145,10 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     elif cfg.get('work_dir') is None:
         cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
     if args.amp:
-        configure_amp(cfg)
+        try:
+            configure_amp(cfg)
+        except ValueError as error:  # a wrapper or dtype --amp cannot use: one message
+            raise StartupError(str(error)) from None
     if args.compile and not cfg.get('compile_model'):
         cfg.compile_model = True
     if cfg.get('compile_model') is True and any(
@@ -163,8 +166,8 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.load_from = args.resume
     if args.auto_scale_lr:
         if cfg.get('auto_scale_lr') is None:
-            raise ValueError('--auto-scale-lr needs auto_scale_lr=dict(base_batch_size=...) in '
-                             'the config')
+            raise StartupError('--auto-scale-lr needs auto_scale_lr=dict(base_batch_size=...) '
+                               'in the config')
         cfg.auto_scale_lr.enable = True
     _dataloader_defaults(cfg, args)
     if args.cfg_options is not None:

@@ -122,6 +122,22 @@ class RecomputeBNHook(Hook):
     def _checkpoint_hooks(self, runner) -> List[CheckpointHook]:
         return [h for h in runner.hooks if isinstance(h, CheckpointHook)]
 
+    def _checkpoint_due(self, runner, by_epoch: bool) -> bool:
+        """Whether a ``CheckpointHook`` saving by epoch (``by_epoch``) or by iteration saves
+        after the current one, by the hook's own schedule (``interval``, ``save_begin``,
+        ``save_last``; called before the hook, as mmengine's counters still stand)."""
+        for hook in self._checkpoint_hooks(runner):
+            if hook.by_epoch != by_epoch:
+                continue
+            if by_epoch and (hook.every_n_epochs(runner, hook.interval, hook.save_begin)
+                             or (hook.save_last and hook.is_last_train_epoch(runner))):
+                return True
+            if not by_epoch and (
+                    hook.every_n_train_iters(runner, hook.interval, hook.save_begin)
+                    or (hook.save_last and hook.is_last_train_iter(runner))):
+                return True
+        return False
+
     def _due(self, runner, done: int, max_done: int, by_epoch: bool) -> bool:
         """Whether the running statistics are used or saved after ``done`` epochs/iterations."""
         if done >= max_done:
@@ -130,8 +146,7 @@ class RecomputeBNHook(Hook):
         if runner.val_loop is not None and done >= loop.val_begin and \
                 done % loop.val_interval == 0:
             return True
-        return any(h.by_epoch == by_epoch and h.interval > 0 and done % h.interval == 0
-                   for h in self._checkpoint_hooks(runner))
+        return self._checkpoint_due(runner, by_epoch)
 
     def recompute(self, runner, at: int) -> None:
         """Recompute, unless already done at ``at`` training iterations."""
@@ -149,8 +164,11 @@ class RecomputeBNHook(Hook):
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         loop = runner.train_loop
         done = runner.iter + 1  # runner.iter counts this iteration only after the hooks
-        if isinstance(loop, IterBasedTrainLoop) and \
-                self._due(runner, done, loop.max_iters, by_epoch=False):
+        if isinstance(loop, IterBasedTrainLoop):
+            due = self._due(runner, done, loop.max_iters, by_epoch=False)
+        else:  # iteration checkpoints in an epoch-based loop (mid-epoch iter_*.pth)
+            due = self._checkpoint_due(runner, by_epoch=False)
+        if due:
             self.recompute(runner, done)
 
     def after_train_epoch(self, runner) -> None:

@@ -18,6 +18,7 @@ the tool exits with status 1 when the relative one exceeds ``--rtol`` (default
 """
 import argparse
 import math
+import os
 import os.path as osp
 import sys
 from typing import List, Optional, Sequence
@@ -73,7 +74,25 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.out is None:
         stem = osp.splitext(osp.basename(args.config))[0]
         args.out = osp.join('work_dirs', 'onnx', f'{stem}.onnx')
+    problem = _out_problem(args.out)
+    if problem:
+        parser.error(f'--out {args.out!r}: {problem}')
     return args
+
+
+def _out_problem(out: str) -> Optional[str]:
+    """Why the file ``out`` cannot be written (None if it can, as far as can be told up front:
+    the export takes a while, and its result is only written at the end)."""
+    if osp.isdir(out):
+        return 'is a folder; give the .onnx file to write'
+    folder = osp.dirname(osp.abspath(out))
+    while not osp.exists(folder):  # atomic_write creates the missing folders
+        folder = osp.dirname(folder)
+    if not osp.isdir(folder):
+        return f'{folder} is a file, not a folder'
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f'the folder {folder} is not writable'
+    return None
 
 
 def verification_batches(shape: Sequence[int], batch_size: int, dynamic_batch: bool,

@@ -1,7 +1,7 @@
 """ResNet-style backbones whose blocks are polynomials of a chosen type and degree."""
 import inspect
 from abc import abstractmethod
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
@@ -24,15 +24,30 @@ DEFAULT_INIT = [
 ]
 
 
-def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stages: int,
-                        channels: int) -> List[nn.Module]:
+def _accepts(module_type: Any, option: str) -> bool:
+    """Whether the class that ``module_type`` names in ``MODELS`` takes ``option``."""
+    cls = module_type if inspect.isclass(module_type) else MODELS.get(module_type)
+    return inspect.isclass(cls) and option in inspect.signature(cls).parameters
+
+
+def build_stage_plugins(plugins: Optional[Sequence[dict]],
+                        stage: int,
+                        num_stages: int,
+                        channels: int,
+                        use_activation: bool = True) -> List[nn.Module]:
     """Build the plugins that follow stage ``stage`` (0-based), in the order listed.
 
     Each entry is ``dict(cfg=dict(type=..., ...), stages=(bool, ...), stage_cfgs=[dict, ...])``
     (as mmdet's ResNet ``plugins``): ``stages`` (default: every stage) says after which stages
-    the module is inserted; ``stage_cfgs`` (optional, one dict per stage) adds per-stage options,
-    e.g. the spatial size of a module tied to one resolution. The backbone sets ``in_channels``.
+    the module is inserted; ``stage_cfgs`` (optional, one dict or None per stage) adds per-stage
+    options, e.g. the spatial size of a module tied to one resolution. The backbone sets
+    ``in_channels``. With ``use_activation=False`` (the backbone's) a plugin whose type takes a
+    ``use_activation`` option and whose config does not set it is built with
+    ``use_activation=False`` too (for the non-local blocks: no softmax).
     """
+    if plugins is not None and not isinstance(plugins, (list, tuple)):
+        raise ValueError(f'plugins must be a list of dicts (each with a "cfg" key), or None; got '
+                         f'{plugins!r}')
     modules = []
     for k, plugin in enumerate(plugins or []):
         field = f'plugins[{k}]'
@@ -49,12 +64,25 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stage
         if unknown:
             raise ValueError(f'{field} has unknown keys {sorted(unknown)}; allowed: '
                              f"['cfg', 'stages', 'stage_cfgs']")
+        if not isinstance(plugin['cfg'], dict) or 'type' not in plugin['cfg']:
+            raise ValueError(f'{field}.cfg must be a dict with a "type" key (the module to '
+                             f"insert, e.g. dict(type='NonLocalBlock')), got {plugin['cfg']!r}")
         stages = per_stage(f'{field}.stages', plugin.get('stages', True), num_stages)
         for flag in stages:
             check_choice(f'{field}.stages', flag, (True, False))
         stage_cfgs = plugin.get('stage_cfgs')
         if stage_cfgs is not None:
+            if not isinstance(stage_cfgs, (list, tuple)):
+                raise ValueError(f'{field}.stage_cfgs must be a list with one dict (or None) per '
+                                 f'stage ({num_stages} stages), got {stage_cfgs!r}')
             stage_cfgs = per_stage(f'{field}.stage_cfgs', stage_cfgs, num_stages)
+            for i, options in enumerate(stage_cfgs):
+                if options is not None and not isinstance(options, dict):
+                    raise ValueError(f'{field}.stage_cfgs[{i}] must be a dict of options for the '
+                                     f'plugin after stage {i}, or None; got {options!r}')
+                if options and 'in_channels' in options:
+                    raise ValueError(f'{field}.stage_cfgs[{i}].in_channels is set by the '
+                                     'backbone (stage width)')
         for where, options in [(f'{field}.cfg', plugin['cfg'])] + [
                 (f'{field}.stage_cfgs[{i}]', c) for i, c in enumerate(stage_cfgs or [])]:
             if isinstance(options, dict) and pretrained_init(
@@ -71,6 +99,9 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]], stage: int, num_stage
             raise ValueError(f'{field}.cfg.in_channels is set by the backbone (stage width)')
         if stage_cfgs is not None:
             cfg.update(stage_cfgs[stage] or {})
+        if not use_activation and 'use_activation' not in cfg \
+                and _accepts(cfg.get('type'), 'use_activation'):
+            cfg['use_activation'] = False  # the backbone's: no activation anywhere
         # mmpoly's registry scope, also when the backbone is built from an mmdet config
         cfg.setdefault('_scope_', 'mmpretrain')
         modules.append(MODELS.build(dict(cfg, in_channels=channels)))
@@ -136,10 +167,13 @@ class PolyResNetBase(BaseBackbone):
         frozen_stages: stages (with the stem) to freeze; -1 freezes nothing.
         norm_eval: keep BN layers in eval mode while training (for fine-tuning).
         zero_init_residual: zero γ of the last branch norm of every block.
-        use_activation: False removes every activation in the stem and blocks.
+        use_activation: False removes every activation in the stem and blocks, and in the
+            plugins that take a ``use_activation`` option and leave it unset (the
+            non-local blocks: no softmax); a plugin's own value is kept.
         with_cp: checkpoint every block (mmpretrain's ResNet option): in training its
             intermediate maps are recomputed in the backward pass instead of kept (see
-            :class:`~mmpoly.models.blocks.ResNetBlock`); plugins are not checkpointed.
+            :class:`~mmpoly.models.blocks.ResNetBlock`), also the first block after frozen
+            stages; plugins are not checkpointed.
         conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch;
             each 'type' must be one mmcv builds. conv_cfg may be None (Conv2d); act_cfg may be
             None, 'none' or a type name, and is checked also when ``use_activation=False``.
@@ -189,6 +223,10 @@ class PolyResNetBase(BaseBackbone):
             if num_stages > 4:
                 raise ValueError('stage_channels must be given for more than 4 stages')
             stage_channels = (64, 128, 256, 512)[:num_stages]
+        for name, value in (('stage_channels', stage_channels), ('strides', strides)):
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise ValueError(f'{name} must be a list with one int per stage ({num_stages} '
+                                 f'stages), got {value!r}')
         stage_channels = per_stage('stage_channels', list(stage_channels), num_stages)
         for i, c in enumerate(stage_channels):
             check_positive_int(f'stage_channels[{i}]', c)
@@ -249,7 +287,7 @@ class PolyResNetBase(BaseBackbone):
                         use_activation=use_activation,
                         with_cp=True if with_cp else None))  # a block type may lack it
                 channels = stage_channels[i]
-            blocks += build_stage_plugins(plugins, i, num_stages, channels)
+            blocks += build_stage_plugins(plugins, i, num_stages, channels, use_activation)
             name = f'layer{i + 1}'
             # mmengine's Sequential runs each module's own init_weights after the backbone's
             # init_cfg, so a plugin's own initialisation (e.g. a zeroed output conv) survives.

@@ -1,5 +1,6 @@
 """Degree 1: the ResNet BasicBlock, y = act((I + C) z), the block every family augments."""
-from typing import Optional
+import contextlib
+from typing import ContextManager, Iterator, Optional, Tuple
 
 import torch
 from mmcv.cnn import build_activation_layer, build_conv_layer, build_norm_layer
@@ -32,9 +33,10 @@ class ResNetBlock(BaseModule):
         use_activation: False removes every activation of the block (no-activation networks).
         with_cp: as mmpretrain's ``BasicBlock``: in training, recompute the block's
             intermediate maps in the backward pass (``torch.utils.checkpoint``) instead of
-            keeping them, for less memory and a second forward pass of every block. As there,
-            the recomputation runs the block's BatchNorms in training mode again, so their
-            running statistics take a second momentum update per step.
+            keeping them, for less memory and a second forward pass of every block. Unlike
+            there, the recomputation leaves the block's buffers (BatchNorm running statistics)
+            as the forward pass left them: the same outputs, gradients and statistics as
+            ``with_cp=False``.
 
     Shapes: x (B, in_channels, H, W) -> (B, out_channels, H/stride, W/stride).
     """
@@ -113,11 +115,31 @@ class ResNetBlock(BaseModule):
         return branch + shortcut
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.with_cp and x.requires_grad and torch.is_grad_enabled():
-            out = checkpoint(self._terms, x, use_reentrant=False)
+        # also when only the block's own parameters need gradients (its input comes from frozen
+        # stages): the non-reentrant checkpoint back-propagates to them all the same
+        if self.with_cp and torch.is_grad_enabled() and (
+                x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            out = checkpoint(self._terms, x, use_reentrant=False,
+                             context_fn=self._recompute_contexts)
         else:
             out = self._terms(x)
         return self.relu(out)
+
+    def _recompute_contexts(self) -> Tuple[ContextManager, ContextManager]:
+        """The checkpoint's contexts: none for the forward pass; for the recomputation in the
+        backward pass, one that restores the block's buffers (a BatchNorm in training mode would
+        update its running statistics a second time with the same batch)."""
+        return contextlib.nullcontext(), self._buffers_restored()
+
+    @contextlib.contextmanager
+    def _buffers_restored(self) -> Iterator[None]:
+        saved = [(buffer, buffer.clone()) for buffer in self.buffers()]
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for buffer, value in saved:
+                    buffer.copy_(value)
 
     def _terms(self, x: Tensor) -> Tensor:
         # The shortcut is computed once per forward (the official PDC code ran it twice).
