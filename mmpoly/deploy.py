@@ -198,15 +198,6 @@ def _float32_cpu(model: nn.Module) -> nn.Module:
     return model if _is_float32_cpu(model) else copy.deepcopy(model).cpu().float()
 
 
-def _float32_cpu_inference_copy(model: nn.Module) -> nn.Module:
-    """:func:`inference_copy` of ``model`` in float32 on the CPU, as onnxruntime runs it (BN and
-    α fold in float32 even for a float16 or CUDA model); ``model`` is not modified."""
-    fused = _float32_cpu(model)
-    fused = copy.deepcopy(fused) if fused is model else fused
-    fuse_for_inference(fused)
-    return fused
-
-
 # ----------------------------------------------------------------------------------------------
 # ONNX export and onnxruntime parity
 
@@ -512,7 +503,8 @@ def export_onnx(model: nn.Module,
                 f'this model are built for one feature-map size ({fixed[0]}: spatial_size '
                 f'{sizes[0]}; PDC-NL\'s C4 has one output channel per position). Export at the '
                 f'fixed input size {shape[1]}x{shape[2]} (dynamic_batch is allowed)')
-    fused = TensorForward(_float32_cpu_inference_copy(model), part).eval()
+    # float32 on the CPU before folding, as onnxruntime runs it (BN and α fold in float32)
+    fused = TensorForward(inference_copy(_float32_cpu(model)), part).eval()
     example = torch.randn(batch_size, *shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         try:
