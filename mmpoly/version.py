@@ -37,7 +37,7 @@ OTHER_REQUIREMENTS: Dict[str, str] = {
 #: ``extras_require``: the dataset converters / plots in tools/ and the test suite.
 EXTRAS: Dict[str, List[str]] = {
     'tools': ['scikit-image', 'matplotlib'],
-    'tests': ['pytest', 'pytest-xdist', 'scikit-image', 'matplotlib'],
+    'tests': ['pytest', 'pytest-xdist', 'pycodestyle', 'scikit-image', 'matplotlib'],
 }
 
 #: The Python versions mmpoly supports (torch >= 2.5 needs 3.9; tested with 3.11).

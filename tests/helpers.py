@@ -1,5 +1,6 @@
 """Paths and small utilities shared by the tests (imported as ``from helpers import ...``)."""
 import errno
+import gzip
 import importlib.util
 import itertools
 import os
@@ -8,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Tuple
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -169,3 +171,24 @@ def run_keeping_count(forward, params) -> Tuple[Tensor, Tuple[Tensor, ...], int]
         out = forward()
     grads = torch.autograd.grad(out.square().sum(), list(params))
     return out, grads, sum(saved.values())
+
+
+def fashion_mnist_test_images(count: int) -> Tuple[np.ndarray, np.ndarray]:
+    """The first ``count`` Fashion-MNIST test images ((count, 28, 28) uint8) and their labels,
+    read from the Debian package's idx files."""
+    with gzip.open(FASHION_MNIST / 't10k-images-idx3-ubyte.gz') as f:
+        images = np.frombuffer(f.read(16 + count * 784), np.uint8, offset=16)
+    with gzip.open(FASHION_MNIST / 't10k-labels-idx1-ubyte.gz') as f:
+        labels = np.frombuffer(f.read(8 + count), np.uint8, offset=8)
+    return images.reshape(count, 28, 28).copy(), labels.copy()
+
+
+def save_detector_checkpoint(config: Path, path: Path) -> Path:
+    """Save the initial weights of ``config``'s detector as a checkpoint that fits it (80
+    classes named c0..c79 in its meta), at ``path``."""
+    from mmpoly.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    model = build_model(Config.fromfile(str(config)))
+    torch.save(dict(state_dict=model.state_dict(),
+                    meta=dict(dataset_meta=dict(classes=[f'c{i}' for i in range(80)]))), path)
+    return path

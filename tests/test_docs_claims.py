@@ -8,14 +8,13 @@ Python snippets run as printed (on real Fashion-MNIST images where they need an 
 """
 import argparse
 import ast
-import gzip
 import importlib
 import inspect
 import itertools
 import re
 import shlex
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ import torch
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from helpers import FASHION_MNIST, REPO, load_tool
+from helpers import REPO, fashion_mnist_test_images, load_tool
 
 #: The pages: the README and every docs page but the changelog (a record of what was).
 PAGES: List[Path] = [REPO / 'README.md'] + sorted(
@@ -369,17 +368,9 @@ def _python_block(page: str, marker: str) -> str:
     return matching[0]
 
 
-def _fashion_mnist_test_images(count: int) -> Tuple[np.ndarray, np.ndarray]:
-    with gzip.open(FASHION_MNIST / 't10k-images-idx3-ubyte.gz') as f:
-        images = np.frombuffer(f.read(16 + count * 784), np.uint8, offset=16)
-    with gzip.open(FASHION_MNIST / 't10k-labels-idx1-ubyte.gz') as f:
-        labels = np.frombuffer(f.read(8 + count), np.uint8, offset=8)
-    return images.reshape(count, 28, 28).copy(), labels.copy()
-
-
 def test_the_readme_classifier_snippet_runs_on_a_fashion_mnist_image(capsys):
     code = _python_block('README.md', 'inference_model')
-    images, labels = _fashion_mnist_test_images(64)
+    images, labels = fashion_mnist_test_images(64)
     namespace = dict(image=images[0])
     exec(compile(code, 'README.md', 'exec'), namespace)
     assert 'pdc_resnet18_1xb128_cifar10' in capsys.readouterr().out
@@ -396,7 +387,7 @@ def test_the_model_hub_snippet_runs_and_prints_what_the_page_says(capsys):
     from mmpoly.utils.complexity import count_params
 
     code = _python_block('docs/en/model_zoo.md', 'list_models')
-    images, _ = _fashion_mnist_test_images(1)
+    images, _ = fashion_mnist_test_images(1)
     namespace = dict(image=images[0])
     exec(compile(code, 'model_zoo.md', 'exec'), namespace)
     printed = ast.literal_eval(next(line for line in capsys.readouterr().out.splitlines()

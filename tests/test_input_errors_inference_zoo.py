@@ -10,11 +10,8 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from helpers import CONFIGS, REPO, load_tool
-from mmengine.config import Config
+from helpers import CONFIGS, REPO, load_tool, save_detector_checkpoint
 
-from mmpoly.utils import register_all_modules
-from mmpoly.utils.complexity import build_model
 
 DETECTOR = CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py'
 CLASSIFIER = CONFIGS / 'pdc3_resnet8_1xb128-1400i_fashion-mnist.py'
@@ -35,12 +32,7 @@ def _image(path: Path) -> Path:
 @pytest.fixture(scope='module')
 def detector_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The detector's initial weights, saved as a checkpoint that fits it (80 COCO classes)."""
-    register_all_modules(init_default_scope=False)
-    model = build_model(Config.fromfile(str(DETECTOR)))
-    path = tmp_path_factory.mktemp('det') / 'det.pth'
-    torch.save(dict(state_dict=model.state_dict(),
-                    meta=dict(dataset_meta=dict(classes=[f'c{i}' for i in range(80)]))), path)
-    return path
+    return save_detector_checkpoint(DETECTOR, tmp_path_factory.mktemp('det') / 'det.pth')
 
 
 # --------------------------------------------------------------------------- det_inference

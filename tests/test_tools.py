@@ -265,6 +265,66 @@ def test_train_resume_continues_to_epoch_2(tiny_setup: Dict[str, Path], tmp_path
 
 
 @pytest.mark.slow
+def test_resume_with_nothing_to_resume_starts_from_the_configs_load_from(
+        tiny_setup: Dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A job script that always passes --resume: on its first start (an empty work_dir) the run
+    starts from the config's load_from, loaded strictly, not from scratch; a load_from that is
+    missing is one start-up message then, and no concern once there is a checkpoint to resume."""
+    import torch
+    pretrained = tiny_setup['work_dir'] / 'epoch_1.pth'
+    config = tmp_path / 'finetune.py'
+    config.write_text(f'_base_ = [{str(tiny_setup["config"])!r}]\n'
+                      f'load_from = {str(pretrained)!r}\n')
+    frozen = ['optim_wrapper.optimizer.lr=0', 'optim_wrapper.optimizer.momentum=0',
+              'optim_wrapper.optimizer.weight_decay=0']
+    work_dir = tmp_path / 'work'
+    proc = train(str(config), '--work-dir', str(work_dir), '--resume', '--no-validate',
+                 '--cfg-options', *frozen)
+    assert (f"no checkpoint (last_checkpoint, epoch_*.pth, iter_*.pth) in {work_dir}; starting "
+            f"a new run from the config's load_from {pretrained}.") in proc.stdout, \
+        proc.stdout[-3000:]
+    assert f'Load checkpoint from {pretrained}' in proc.stdout
+    assert 'resumed epoch' not in proc.stdout and 'training from scratch' not in proc.stdout
+    # lr 0: the trained weights are the loaded ones (BN statistics aside)
+    start = torch.load(pretrained, map_location='cpu', weights_only=False)['state_dict']
+    end = torch.load(work_dir / 'epoch_1.pth', map_location='cpu',
+                     weights_only=False)['state_dict']
+    weights = [k for k in start if k.endswith('.weight')]
+    assert len(weights) > 10
+    for key in weights:
+        assert torch.equal(start[key], end[key]), key
+
+    # in-process from here (no run is trained): the same load_from is loaded strictly, so
+    # weights of another width stop the run before its first iteration
+    train_tool = load_tool('train')
+    with pytest.raises(SystemExit) as exit_info:
+        train_tool.main([str(config), '--work-dir', str(tmp_path / 'wide'), '--resume',
+                         '--no-validate', '--cfg-options', 'model.backbone.stage_channels=[8,24]'])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1 and str(pretrained) in err, err[-3000:]
+    assert 'do not fit the model' in err and 'with another shape' in err
+    assert 'tools/train.py --non-strict' in err
+    assert not any((tmp_path / 'wide').rglob('*.pth'))
+
+    # a missing load_from: one message before anything is built, on an empty work_dir only
+    missing = tmp_path / 'gone.pth'
+    config.write_text(f'_base_ = [{str(tiny_setup["config"])!r}]\n'
+                      f'load_from = {str(missing)!r}\n')
+    empty = tmp_path / 'empty'
+    with pytest.raises(SystemExit) as exit_info:
+        train_tool.main([str(config), '--work-dir', str(empty), '--resume'])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 1, err[-3000:]
+    assert f"load_from {str(missing)!r} does not exist" in err, err[-3000:]
+    assert 'no checkpoint to resume' in err and 'Traceback' not in err
+    assert not empty.exists()
+    proc = train(str(config), '--work-dir', str(work_dir), '--resume', '--no-validate',
+                 '--cfg-options', 'train_cfg.max_epochs=2', *frozen)
+    assert f'Auto resumed from the latest checkpoint {work_dir / "epoch_1.pth"}.' in proc.stdout
+    assert 'resumed epoch: 1' in proc.stdout and (work_dir / 'epoch_2.pth').is_file()
+
+
+@pytest.mark.slow
 def test_train_load_from_and_pretrained_init(tiny_setup: Dict[str, Path],
                                              tmp_path: Path) -> None:
     """load_from and init_cfg=dict(type='Pretrained') read the mmengine checkpoint safely."""

@@ -9,21 +9,32 @@ mmdet's ``DetInferencer`` does the work (its visualiser draws; predictions go to
 The detector's ImageNet classifier checkpoint is not needed: the detector checkpoint holds the
 backbone.
 
+The outputs appear only when the whole run succeeded. DetInferencer writes them into a temporary
+folder on the file system of ``--out-dir``: next to it if it does not exist yet (the folder is
+then renamed to ``--out-dir``), else inside it (its files are then moved into ``--out-dir`` one
+by one with ``os.replace``: each replaces a file of the same name from an earlier run whole, the
+tool says how many it replaced, and other files are kept). A run that fails or is interrupted
+removes the temporary folder and leaves ``--out-dir`` as it was.
+
 Checked before any image is read: the inputs (images OpenCV can read, folders holding some; no
 two with the same name, whose outputs would overwrite each other), ``--palette``, ``--device``,
-``--out-dir``, the config (a detector's), ``--cfg-options`` keys and the checkpoint, which must
-fit the model (mmdet would load what fits and detect with the rest left random).
+``--out-dir`` (a folder, whose ``vis`` and ``preds``, if there, are folders without a folder of
+an output file's name), the config (a detector's), ``--cfg-options`` keys and the checkpoint,
+which must fit the model (mmdet would load what fits and detect with the rest left random).
 """
 import argparse
 import json
 import os
 import os.path as osp
 import re
+import shutil
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mmengine.config import Config, DictAction
 
+from mmpoly.fileio import TEMP_SUFFIX, fsync_dir
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint, load_config,
                                   startup_errors)
 
@@ -66,6 +77,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         args.images = list_images(args.inputs)
     except ValueError as error:
         parser.error(str(error))
+    problem = output_conflict(args.out_dir, output_files(args.images))
+    if problem:
+        parser.error(f'--out-dir {args.out_dir!r}: {problem}')
     return args
 
 
@@ -95,9 +109,11 @@ def list_images(inputs: Sequence[str]) -> List[str]:
     """The image files of ``inputs`` (files, and the images of folders, not recursive), in order.
 
     Raises:
-        ValueError: an input does not exist, is no image OpenCV can read, or a folder holds no
-            image; or two images have the same file name without its suffix (their drawn images
-            or their predictions, ``preds/<name>.json``, would overwrite each other).
+        ValueError: an input does not exist, is no image OpenCV can read or decode (every
+            image is decoded once up front: a damaged one stops the run before any output), or
+            a folder holds no image; or two images have the same file name without its suffix
+            (their drawn images or their predictions, ``preds/<name>.json``, would overwrite
+            each other).
     """
     import cv2
     images: List[str] = []
@@ -114,9 +130,12 @@ def list_images(inputs: Sequence[str]) -> List[str]:
             raise ValueError(f'input {path!r} does not exist')
         else:
             images.append(path)
-    for image in images:
+    for image in images:  # decoded as mmdet's LoadImageFromFile does: a damaged file fails now
         if not cv2.haveImageReader(image):
             raise ValueError(f'input {image!r} is not an image OpenCV can read')
+        if cv2.imread(image, cv2.IMREAD_COLOR) is None:
+            raise ValueError(f'input {image!r} does not decode (a truncated or damaged image '
+                             'file?): OpenCV reads its header but not its pixels')
     by_name: Dict[str, str] = {}
     for image in images:
         name = osp.splitext(osp.basename(image))[0]
@@ -126,6 +145,100 @@ def list_images(inputs: Sequence[str]) -> List[str]:
                              'overwrite each other; rename one or run them separately')
         by_name[name] = image
     return images
+
+
+def output_files(images: Sequence[str]) -> List[str]:
+    """The files DetInferencer writes for ``images``, relative to the output folder."""
+    names = [osp.basename(image) for image in images]
+    return ([f'vis/{name}' for name in names]
+            + [f'preds/{osp.splitext(name)[0]}.json' for name in names])
+
+
+def output_conflict(out_dir: str, files: Sequence[str]) -> Optional[str]:
+    """Why ``files`` (relative paths) cannot be moved into ``out_dir``: a folder on their way is
+    a file, or a file's name is taken by a folder (None if nothing is in the way)."""
+    for rel in files:
+        parts = rel.split('/')
+        for depth in range(1, len(parts)):
+            folder = osp.join(out_dir, *parts[:depth])
+            if osp.exists(folder) and not osp.isdir(folder):
+                return (f'{folder} is a file, not the folder that {rel} goes into; move it away '
+                        'or choose another --out-dir')
+        if osp.isdir(osp.join(out_dir, rel)):
+            return (f'{osp.join(out_dir, rel)} is a folder, where the output file {rel} goes; '
+                    'move it away or choose another --out-dir')
+    return None
+
+
+def make_staging_folder(out_dir: str) -> str:
+    """A new temporary folder on the file system of ``out_dir``, for the outputs to be written
+    into: inside ``out_dir`` when it exists (its files are moved out one by one), else next to
+    it, with a new folder's usual mode (it is renamed to ``out_dir``). Missing parent folders of
+    ``out_dir`` are created."""
+    if osp.isdir(out_dir):
+        return tempfile.mkdtemp(prefix='.det_inference.', suffix=TEMP_SUFFIX, dir=out_dir)
+    target = osp.abspath(out_dir)
+    os.makedirs(osp.dirname(target), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f'.{osp.basename(target)}.', suffix=TEMP_SUFFIX,
+                               dir=osp.dirname(target))
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)
+    return staging
+
+
+def _staged_files(staging: str) -> List[str]:
+    """The files under ``staging``, as sorted paths relative to it with ``/`` separators."""
+    files = []
+    for folder, _, names in os.walk(staging):
+        rel = osp.relpath(folder, staging)
+        files += [name if rel == '.' else f'{rel}/{name}'.replace(os.sep, '/')
+                  for name in names]
+    return sorted(files)
+
+
+def publish(staging: str, out_dir: str) -> int:
+    """Move the finished outputs of ``staging`` into ``out_dir`` and remove ``staging``; return
+    how many earlier files of ``out_dir`` they replaced.
+
+    The files are on the disk already (mmpoly's atomic local backend, installed by
+    ``mmpoly.engine``, flushes each file DetInferencer writes). A missing ``out_dir`` becomes
+    ``staging``, renamed; into an existing one the files go one by one with ``os.replace``, each
+    replacing a file of the same name whole, after checking that nothing is in their way.
+
+    Raises:
+        StartupError: something is in the way (found before any file is moved: ``staging`` is
+            removed and ``out_dir`` left as it was), or a move failed (the message says how
+            many files were moved and keeps ``staging``, which holds the others).
+    """
+    files = _staged_files(staging)
+    if not osp.lexists(out_dir):
+        try:
+            os.rename(staging, out_dir)
+        except OSError as error:
+            raise StartupError(f'the outputs could not be moved to --out-dir {out_dir!r} '
+                               f'({error.strerror}); they are in {staging}') from error
+        fsync_dir(osp.dirname(osp.abspath(out_dir)))
+        return 0
+    problem = output_conflict(out_dir, files)
+    if problem:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StartupError(f'--out-dir {out_dir!r}: {problem} (it appeared during the run; '
+                           f'nothing was written to {out_dir})')
+    replaced = sum(osp.lexists(osp.join(out_dir, rel)) for rel in files)
+    for moved, rel in enumerate(files):
+        target = osp.join(out_dir, rel)
+        try:
+            os.makedirs(osp.dirname(target), exist_ok=True)
+            os.replace(osp.join(staging, rel), target)
+        except OSError as error:
+            raise StartupError(f'moving the outputs into --out-dir {out_dir!r} failed at '
+                               f'{target} ({error.strerror}): {moved} of {len(files)} files '
+                               f'were moved; the others are in {staging}') from error
+    for folder in sorted({osp.dirname(osp.join(out_dir, rel)) for rel in files}):
+        fsync_dir(folder)
+    shutil.rmtree(staging)
+    return replaced
 
 
 def _detector_problem(cfg: Config) -> Optional[str]:
@@ -202,33 +315,60 @@ def main(argv: Optional[Sequence[str]] = None) -> List[str]:
         if problem:
             raise StartupError(f'config {args.config}: {problem}')
         try:
-            os.makedirs(args.out_dir, exist_ok=True)
+            staging = make_staging_folder(args.out_dir)
         except OSError as error:
-            raise StartupError(f'--out-dir {args.out_dir!r} cannot be created '
-                               f'({error.strerror}); choose another folder') from error
+            what = 'cannot be written to' if osp.isdir(args.out_dir) else 'cannot be created'
+            raise StartupError(f'--out-dir {args.out_dir!r} {what} ({error.strerror}); '
+                               'choose another folder') from error
+    try:
+        with startup_errors(PROG):
+            try:
+                inferencer = build_inferencer(config, args.checkpoint, args.device,
+                                              args.palette)
+            except (ValueError, *STARTUP_REFUSALS) as error:
+                raise StartupError(str(error)) from error
         try:
-            inferencer = build_inferencer(config, args.checkpoint, args.device, args.palette)
-        except (ValueError, *STARTUP_REFUSALS) as error:
-            raise StartupError(str(error)) from error
-    inferencer(args.images, out_dir=args.out_dir, pred_score_thr=args.score_thr,
-               no_save_pred=False)
-    drawn = []
-    for path in args.images:
-        image = osp.join(args.out_dir, 'vis', osp.basename(path))
-        if not osp.isfile(image):
+            inferencer(args.images, out_dir=staging, pred_score_thr=args.score_thr,
+                       no_save_pred=False)
+            drawn, lines = _summary(staging, args.out_dir, args.images, args.score_thr)
+        except BaseException:
+            print(f'{PROG}: the run failed; nothing was written to --out-dir {args.out_dir} '
+                  '(left as it was)', file=sys.stderr, flush=True)
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    with startup_errors(PROG):
+        replaced = publish(staging, args.out_dir)
+    for line in lines:
+        print(line)
+    if replaced:
+        print(f'replaced {replaced} file(s) of the same names from an earlier run in '
+              f'{args.out_dir}')
+    return drawn
+
+
+def _summary(staging: str, out_dir: str, images: Sequence[str],
+             score_thr: float) -> Tuple[List[str], List[str]]:
+    """The images of ``out_dir`` (once the outputs of ``staging`` are there) with at least one
+    detection drawn, and a line on each image to print."""
+    drawn, lines = [], []
+    for path in images:
+        name = osp.basename(path)
+        if not osp.isfile(osp.join(staging, 'vis', name)):
             continue
-        scores = _scores(osp.join(args.out_dir, 'preds',
-                                  osp.splitext(osp.basename(image))[0] + '.json'))
-        kept = sum(score >= args.score_thr for score in scores)
+        image = osp.join(out_dir, 'vis', name)
+        scores = _scores(osp.join(staging, 'preds', osp.splitext(name)[0] + '.json'))
+        kept = sum(score >= score_thr for score in scores)
         if kept:
-            print(f'drawn: {image} ({kept} of {len(scores)} detections score >= '
-                  f'{args.score_thr:g})')
+            lines.append(f'drawn: {image} ({kept} of {len(scores)} detections score >= '
+                         f'{score_thr:g})')
             drawn.append(image)
         else:
             best = f'best score {max(scores):.3g}' if scores else 'the model returned none'
-            print(f'nothing drawn: no detection scores >= --score-thr {args.score_thr:g} '
-                  f'({best}); {image} is the image as it was')
-    return drawn
+            lines.append(f'nothing drawn: no detection scores >= --score-thr {score_thr:g} '
+                         f'({best}); {image} is the image as it was')
+    return drawn, lines
 
 
 def _scores(pred_file: str) -> List[float]:

@@ -21,7 +21,7 @@ MMCV=2.1.0
 MMPRETRAIN=1.2.0
 MMDET=3.3.0
 SKIMAGE=0.26.0
-STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v8"
+STAMP_KEY="torch$TORCH-tv$TORCHVISION-mme$MMENGINE-mmcv$MMCV-mmpt$MMPRETRAIN-mmdet$MMDET-skimage$SKIMAGE-v9"
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -77,10 +77,10 @@ if [ "$BUILD_MODE" = cuda ]; then check_cuda_ops; fi
 
 # 4. The rest of the stack, test tools, and mmpoly itself (editable).
 # scikit-image: the bundled photographs of the offline COCO-format set (make_fashion_coco.py)
-log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, scikit-image, pytest(-xdist), onnx(runtime), mkdocs, mmpoly"
+log "installing mmpretrain $MMPRETRAIN, mmdet $MMDET, pycocotools, scikit-image, pytest(-xdist), pycodestyle, onnx(runtime), mkdocs, mmpoly"
 "${PIP[@]}" install "mmpretrain==$MMPRETRAIN" "mmdet==$MMDET" pycocotools \
-    "scikit-image==$SKIMAGE" pytest pytest-xdist==3.8.0 onnx==1.23.2 onnxscript==0.7.2 onnxruntime==1.32.0 \
-    mkdocs==1.6.1
+    "scikit-image==$SKIMAGE" pytest pytest-xdist==3.8.0 pycodestyle==2.14.0 onnx==1.23.2 onnxscript==0.7.2 \
+    onnxruntime==1.32.0 mkdocs==1.6.1
 # Editable, with its install_requires (mmpoly/version.py): everything above satisfies them, so pip
 # installs only what is missing and never rebuilds mmcv or changes torch. No build isolation:
 # the venv's setuptools builds it (no download). setup.py links configs/, tools/ and

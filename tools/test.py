@@ -15,17 +15,27 @@ missing, unexpected or mis-shaped weights stop the test with exit status 1 and a
 warns. A corrupt, unsafe or mismatched checkpoint is reported in one message, not a traceback;
 so are start-up mistakes, and top-level config keys that mmengine would ignore without a word
 are warned about (:mod:`mmpoly.utils.startup`).
+
+With ``--tta``, ``--cfg-options`` for ``tta_model`` / ``tta_pipeline`` are merged before the
+model is wrapped and the pipeline replaced (so they act), one for
+``test_dataloader.dataset.pipeline`` is refused (it would override the TTA pipeline), and
+``--show`` / ``--show-dir`` draw each sample's first TTA view (:class:`TTAVisualizationHook`);
+without ``--tta``, options for ``tta_model`` / ``tta_pipeline`` are refused (no effect).
+``--interval`` without ``--show`` / ``--show-dir`` and ``--wait-time`` without ``--show``
+are refused: they would have no effect.
 """
 import argparse
 import math
 import os
 import os.path as osp
 from copy import deepcopy
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
+from mmengine.registry import HOOKS
+from mmpretrain.engine.hooks import VisualizationHook
 
 from mmpoly.engine import (STARTUP_REFUSALS, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
@@ -33,10 +43,33 @@ from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_datasets, check_dist_cfg, check_work_dir, load_config,
-                                  same_checkpoint, startup_errors, warn_ignored_keys)
+                                  out_file_problem, same_checkpoint, startup_errors,
+                                  warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
 PREDICTION_SUFFIXES = ('.pkl', '.pickle')
+#: mmpretrain's defaults of --interval and --wait-time, used with --show / --show-dir.
+DEFAULT_INTERVAL, DEFAULT_WAIT_TIME = 1, 2.0
+#: The test pipeline, which --tta replaces with ``tta_pipeline``.
+TEST_PIPELINE_KEY = 'test_dataloader.dataset.pipeline'
+#: The top-level keys whose --cfg-options are merged before --tta wraps the model and replaces
+#: the test pipeline (merged after, they would have no effect).
+TTA_KEYS = ('tta_model', 'tta_pipeline')
+
+
+# force: this file may be imported more than once (the tests load it under private names)
+@HOOKS.register_module(force=True)
+class TTAVisualizationHook(VisualizationHook):
+    """mmpretrain's ``VisualizationHook`` for ``--tta``: draws each sample's first view of the
+    TTA batch with the merged prediction. A TestTimeAug batch holds one batch of inputs per
+    view, which mmpretrain's hook would take for the images (and fail mid-test)."""
+
+    def _draw_samples(self, batch_idx: int, data_batch: dict, data_samples: Sequence[Any],
+                      step: int = 0) -> None:
+        views = data_batch['inputs']
+        if isinstance(views, (list, tuple)):  # [view][sample]: draw view 0 of each sample
+            data_batch = {**data_batch, 'inputs': views[0]}
+        super()._draw_samples(batch_idx, data_batch, data_samples, step)
 
 
 def out_suffixes(out_item: Optional[str]) -> Tuple[str, ...]:
@@ -94,10 +127,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         'the current directory, for classifiers and detectors alike)')
     parser.add_argument('--show', action='store_true',
                         help='display the prediction results in a window')
-    parser.add_argument('--interval', type=int, default=1,
-                        help='visualize every this many samples (a whole number >= 1)')
-    parser.add_argument('--wait-time', type=float, default=2,
-                        help='display time of every window (seconds, >= 0)')
+    parser.add_argument('--interval', type=int,
+                        help='visualize every this many samples (a whole number >= 1; '
+                        f'default {DEFAULT_INTERVAL}); needs --show or --show-dir')
+    parser.add_argument('--wait-time', type=float,
+                        help='display time of every window (seconds, >= 0; default '
+                        f'{DEFAULT_WAIT_TIME:g}); needs --show')
     parser.add_argument('--no-pin-memory', action='store_true',
                         help='disable the pin_memory option of the dataloaders')
     parser.add_argument(
@@ -119,6 +154,17 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     problem = None if args.out is None else out_problem(args.out, args.out_item)
     if problem:
         parser.error(problem)
+    if args.interval is not None and not (args.show or args.show_dir is not None):
+        parser.error(f'--interval {args.interval} has no effect without --show or --show-dir '
+                     '(it picks the samples to visualize): add one of them, or drop --interval')
+    if args.wait_time is not None and not args.show:
+        parser.error(f'--wait-time {args.wait_time:g} has no effect without --show (it is how '
+                     'long each window stays open; --show-dir only writes files): add --show, '
+                     'or drop --wait-time')
+    if args.interval is None:
+        args.interval = DEFAULT_INTERVAL
+    if args.wait_time is None:
+        args.wait_time = DEFAULT_WAIT_TIME
     if args.interval < 1:  # mmpretrain's hook draws nothing (< 0) or divides by it (0)
         parser.error(f'--interval must be a whole number >= 1 (visualize every this many '
                      f'samples), got {args.interval}')
@@ -144,14 +190,47 @@ def _enable_visualization(cfg: Config, args: argparse.Namespace) -> None:
     else:
         vis.enable = True
         vis.out_dir = args.show_dir
+        if args.tta and vis.get('type') in ('VisualizationHook', 'mmpretrain.VisualizationHook'):
+            vis.type = 'TTAVisualizationHook'  # mmpretrain's hook fails on a TTA batch
     vis.show = args.show
     vis.wait_time = args.wait_time
     vis.interval = args.interval
 
 
-def _enable_tta(cfg: Config) -> None:
+def split_tta_options(options: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``--cfg-options`` with ``--tta``: those of :data:`TTA_KEYS` (merged before the model is
+    wrapped and the pipeline replaced, so that they act) and the others (merged last).
+
+    Refuses an option for :data:`TEST_PIPELINE_KEY` (or inside it): merged after --tta, it
+    would replace or edit the TTA pipeline without a word."""
+    tta = {key: value for key, value in options.items() if key.split('.')[0] in TTA_KEYS}
+    bad = [key for key in options
+           if key == TEST_PIPELINE_KEY or key.startswith(TEST_PIPELINE_KEY + '.')]
+    if bad:
+        raise StartupError(
+            '; '.join(f'--cfg-options {key}={options[key]!r}' for key in bad)
+            + f': with --tta the test data go through tta_pipeline (the config\'s, or else the '
+            f'test pipeline with horizontal-flip TTA), which replaces {TEST_PIPELINE_KEY}, and '
+            'this would override it without a word. Set tta_pipeline instead, in the config or '
+            'with --cfg-options '
+            + ' '.join(f'tta_pipeline{key[len(TEST_PIPELINE_KEY):]}=...' for key in bad))
+    return tta, {key: value for key, value in options.items() if key not in tta}
+
+
+def refuse_tta_options(options: Mapping[str, Any]) -> None:
+    """Without ``--tta``, ``--cfg-options`` for :data:`TTA_KEYS` would have no effect: refused
+    with the flag they need."""
+    unused = [key for key in options if key.split('.')[0] in TTA_KEYS]
+    if unused:
+        raise StartupError(', '.join(f'--cfg-options {key}={options[key]!r}' for key in unused)
+                           + ': has no effect without --tta (tta_model and tta_pipeline are '
+                           'used only for test-time augmentation); add --tta, or drop it')
+
+
+def _enable_tta(cfg: Config, options: Mapping[str, Any]) -> None:
     """Wrap the model in the TTA model and test with the TTA pipeline (classifiers without
-    them: flip TTA averaging the class scores; detectors must define both, as in mmdet)."""
+    them: flip TTA averaging the class scores; detectors must define both, as in mmdet).
+    ``options``: the ``--cfg-options`` of :data:`TTA_KEYS`, merged before either is used."""
     if cfg.get('default_scope') == 'mmdet' and not ('tta_model' in cfg and 'tta_pipeline' in cfg):
         raise ValueError('--tta with a detection config needs tta_model and tta_pipeline in the '
                          "config (e.g. mmdet's DetTTAModel and a TestTimeAug pipeline)")
@@ -165,6 +244,15 @@ def _enable_tta(cfg: Config) -> None:
             transforms=[[dict(type='RandomFlip', prob=1.),
                          dict(type='RandomFlip', prob=0.)], [test_pipeline[-1]]])
         cfg.tta_pipeline = tta_pipeline
+    if options:
+        check_cfg_options(cfg, options)
+        cfg.merge_from_dict(options)
+    if not (isinstance(cfg.tta_model, Mapping) and 'type' in cfg.tta_model):
+        raise ValueError(f'--tta: tta_model must be a model dict with a type, got '
+                         f'{cfg.tta_model!r}')
+    if not isinstance(cfg.tta_pipeline, (list, tuple)):
+        raise ValueError(f'--tta: tta_pipeline must be a list of transforms, got '
+                         f'{cfg.tta_pipeline!r}')
     cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
     cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
 
@@ -183,11 +271,15 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         cfg.test_cfg.fp16 = True
     if args.channels_last:
         cfg.channels_last = True
+    options = dict(args.cfg_options or {})
     try:
         if args.show or args.show_dir is not None:
             _enable_visualization(cfg, args)
         if args.tta:
-            _enable_tta(cfg)
+            tta_options, options = split_tta_options(options)
+            _enable_tta(cfg, tta_options)
+        else:
+            refuse_tta_options(options)
     except ValueError as error:  # the config lacks what the flag needs: one message
         raise StartupError(str(error)) from None
     if cfg.get('test_dataloader') is not None:
@@ -198,15 +290,15 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
         if args.no_pin_memory:
             loader.pin_memory = False
         cfg.test_dataloader = loader
-    if args.cfg_options is not None:
-        check_cfg_options(cfg, args.cfg_options)
-        load_from = args.cfg_options.get('load_from', args.checkpoint)
+    if options:
+        check_cfg_options(cfg, options)
+        load_from = options.get('load_from', args.checkpoint)
         if not same_checkpoint(load_from, args.checkpoint):
             raise StartupError(f'--cfg-options load_from={load_from!r} names another checkpoint '
                                f'than CHECKPOINT {args.checkpoint!r}: tools/test.py tests '
                                'CHECKPOINT (it sets load_from); drop load_from from '
                                '--cfg-options')
-        cfg.merge_from_dict(args.cfg_options)
+        cfg.merge_from_dict(options)
     try:
         check_channels_last(cfg)
     except ValueError as error:  # a bad value, or a detector: one message at start-up
@@ -214,15 +306,13 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
     return cfg
 
 
-def check_out_folder(out: str) -> None:
-    """``--out``'s folder must be creatable and writable before the test runs: the file is
-    written only after the whole test set has been predicted."""
-    folder = osp.dirname(osp.abspath(out))
-    try:
-        check_work_dir(folder)
-    except StartupError:
-        raise StartupError(f'--out {out!r}: its folder {folder!r} cannot be created or written '
-                           'to; give a file in a writable folder') from None
+def check_out_file(out: str) -> None:
+    """``--out`` must be writable before the test runs: the file is written only after the
+    whole test set has been predicted (:func:`mmpoly.utils.startup.out_file_problem`; its
+    missing folders are created then)."""
+    problem = out_file_problem(out, '--out')
+    if problem:
+        raise StartupError(f'{problem}; give a file in a writable folder')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -237,7 +327,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')
         check_work_dir(cfg.work_dir)
         if args.out is not None:
-            check_out_folder(args.out)
+            check_out_file(args.out)
         check_datasets(cfg, ['test_dataloader'])
         try:
             build_and_test(cfg, args)

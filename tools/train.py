@@ -3,18 +3,18 @@
 Same flags as mmpretrain 1.2.0's ``tools/train.py``. Distributed runs also work without CUDA
 (gloo), e.g. ``tools/dist_train.sh CONFIG 2`` on a CPU machine.
 
-Reliability (see :mod:`mmpoly.engine`): checkpoints and ``last_checkpoint`` are written
-atomically; ``--resume`` resumes from the newest checkpoint that loads and fits the model, or
-stops with the reasons (also when the checkpoint's run is finished or its optimizer or schedule
-changed since); one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken by rank
-0), and a new run (no ``--resume``) refuses a work_dir holding an earlier run's checkpoints;
-``load_from`` is loaded strictly (its weights must fit the model; ``--non-strict`` loads the
-matching ones with a warning); a distributed collective waits at most
-``env_cfg.dist_cfg.timeout`` seconds (default 300 on the CPU). Start-up mistakes (config file,
---cfg-options key, training loop lengths, work_dir, checkpoint, missing data) end in one
-message before the Runner is built, and so do the refusals above; top-level config keys that
-mmengine would ignore without a word (mmcv 1.x keys such as ``lr_config``, typos such as
-``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
+Reliability (see :mod:`mmpoly.engine`): checkpoints and ``last_checkpoint`` are written atomically;
+``--resume`` resumes from the newest checkpoint that loads and fits the model, or stops with the
+reasons (also when the checkpoint's run is finished or its optimizer or schedule changed since), and
+with no checkpoint at all starts a new run from the config's ``load_from`` (strictly loaded) or from
+scratch; one run at a time per work_dir (``<work_dir>/.mmpoly-run.lock``, taken by rank 0), and a
+new run (no ``--resume``) refuses a work_dir holding an earlier run's checkpoints; ``load_from`` is
+loaded strictly (its weights must fit the model; ``--non-strict`` loads the matching ones with a
+warning); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds (default 300
+on the CPU). Start-up mistakes (config file, --cfg-options key, training loop lengths, work_dir,
+checkpoint, missing data) end in one message before the Runner is built, and so do the refusals
+above; top-level config keys that mmengine would ignore without a word (mmcv 1.x keys such as
+``lr_config``, typos such as ``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import contextlib
@@ -28,6 +28,7 @@ from mmpoly.engine import (STARTUP_REFUSALS, RunLock, StrictCheckpointHook, buil
                            shutdown_distributed)
 from mmpoly.engine.compile import apply_compile, config_compile_kwargs, configure_amp
 from mmpoly.engine.memory_format import check_channels_last
+from mmpoly.engine.resume import checkpoint_folder, find_resume_candidates
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_datasets, check_dist_cfg, check_no_earlier_run,
@@ -49,7 +50,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help='resume from this checkpoint (it must hold meta, optimizer and a state_dict that '
         'fits the model); without a path, resume from the newest checkpoint of the work '
         'directory that loads (last_checkpoint, then epoch_*/iter_*.pth by time; broken ones '
-        'are skipped and logged; none loadable is an error; none at all trains from scratch). '
+        'are skipped and logged; none loadable is an error; none at all starts a new run, from '
+        'the config\'s load_from if it sets one (strictly loaded), else from scratch). '
         'Refused: a checkpoint whose run is finished (its epoch or iteration reached '
         'max_epochs / max_iters) or whose optimizer or param_scheduler settings differ from '
         'the config\'s (mmengine would restore the old ones). Without --resume, a work '
@@ -201,11 +203,23 @@ def check_resume_and_load_from(resume: Optional[str], load_from: Any) -> None:
                            'weights')
 
 
-def check_startup(cfg: Config, args: argparse.Namespace) -> None:
+def new_run_load_from(config: Config, args: argparse.Namespace) -> Optional[str]:
+    """The checkpoint a ``--resume`` run without a path starts from when its work_dir holds
+    nothing to resume: the config's own ``load_from`` (read before :func:`merge_args`, which
+    clears it), so that a job script that always passes ``--resume`` fine-tunes from it on its
+    first start instead of training from scratch. None for other runs."""
+    if args.resume != 'auto':
+        return None
+    return config.get('load_from') or None
+
+
+def check_startup(cfg: Config, args: argparse.Namespace,
+                  start_from: Optional[str] = None) -> None:
     """Refuse, before the Runner is built, a checkpoint that does not exist, a training loop
     length or interval that is not a whole number >= 1, a bad ``compile_model`` or
     ``env_cfg.dist_cfg``, an unusable work_dir and missing data, and warn about top-level config
-    keys that have no effect (:mod:`mmpoly.utils.startup`)."""
+    keys that have no effect (:mod:`mmpoly.utils.startup`). ``start_from``
+    (:func:`new_run_load_from`) is checked when the work_dir holds no checkpoint to resume."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_train_loop(cfg)
     check_dist_cfg(cfg)
@@ -227,6 +241,12 @@ def check_startup(cfg: Config, args: argparse.Namespace) -> None:
     elif cfg.get('load_from'):
         check_checkpoint(cfg.load_from, 'load_from', 'fix load_from in the config or with '
                          '--cfg-options load_from=PATH (load_from=None trains from scratch)')
+    if start_from is not None and not find_resume_candidates(
+            cfg.work_dir, [], checkpoint_folder(cfg.work_dir, cfg)):
+        check_checkpoint(start_from, 'load_from', 'the work_dir holds no checkpoint to resume, '
+                         'so --resume starts a new run from the config\'s load_from: fix it in '
+                         'the config or with --cfg-options load_from=PATH (load_from=None '
+                         'trains from scratch)')
     check_work_dir(cfg.work_dir)
     loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
     check_datasets(cfg, loaders)
@@ -240,13 +260,15 @@ def check_startup_locked(cfg: Config) -> None:
         check_no_earlier_run(cfg.work_dir)
 
 
-def build_and_train(cfg: Config, args: argparse.Namespace) -> None:
-    """Build the Runner and train; a ``load_from`` without resume must fit the model
+def build_and_train(cfg: Config, args: argparse.Namespace,
+                    start_from: Optional[str] = None) -> None:
+    """Build the Runner and train; a checkpoint loaded by a new run (``load_from``, or
+    ``start_from`` for ``--resume`` with nothing to resume) must fit the model
     (:class:`~mmpoly.engine.StrictCheckpointHook`; ``--non-strict`` only warns)."""
-    runner = apply_compile(build_runner(cfg))
-    if cfg.get('load_from') and not cfg.get('resume'):
+    runner = apply_compile(build_runner(cfg, new_run_load_from=start_from))
+    if runner._load_from and not runner._resume:
         runner.register_hook(StrictCheckpointHook(strict=not args.non_strict,
-                                                  path=cfg.load_from, hint=LOAD_FROM_HINT))
+                                                  path=runner._load_from, hint=LOAD_FROM_HINT))
     runner.train()
 
 
@@ -255,15 +277,17 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parse_args(argv)
     with startup_errors('tools/train.py', args.launcher):
         register_all_modules(init_default_scope=True)
-        cfg = merge_args(load_config(args.config), args)
-        check_startup(cfg, args)
+        config = load_config(args.config)
+        start_from = new_run_load_from(config, args)
+        cfg = merge_args(config, args)
+        check_startup(cfg, args, start_from)
         # only rank 0 locks the work_dir
         lock = RunLock(cfg.work_dir) if launcher_rank(args.launcher) == 0 \
             else contextlib.nullcontext()
         try:
             with lock:
                 check_startup_locked(cfg)
-                build_and_train(cfg, args)
+                build_and_train(cfg, args, start_from)
         except STARTUP_REFUSALS as error:  # before the first iteration: one message
             raise StartupError(str(error)) from error
     shutdown_distributed()  # every rank, after the run: no gloo thread left at exit

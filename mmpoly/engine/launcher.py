@@ -218,7 +218,7 @@ def _is_ddp_type(wrapper_type: object) -> bool:
     return isinstance(cls, type) and issubclass(cls, DistributedDataParallel)
 
 
-def build_runner(cfg: Config) -> Runner:
+def build_runner(cfg: Config, new_run_load_from: Optional[str] = None) -> Runner:
     """Build the Runner of ``cfg`` (``runner_type`` honoured) with mmpoly's guarantees.
 
     In order: the CPU distributed set-up (:func:`setup_cpu_distributed`), atomic checkpoint
@@ -226,7 +226,8 @@ def build_runner(cfg: Config) -> Runner:
     :func:`~mmpoly.engine.saving.use_atomic_checkpoint_hook`, which edits ``cfg``), building the
     Runner, ``channels_last`` (:func:`~mmpoly.engine.memory_format.apply_channels_last`), and
     for ``resume=True`` choosing the checkpoint (:func:`~mmpoly.engine.resume.prepare_resume`;
-    raises :class:`~mmpoly.engine.resume.ResumeError`). The Runner's config renders its text once
+    raises :class:`~mmpoly.engine.resume.ResumeError`; with nothing to resume, a new run starts
+    from ``new_run_load_from`` where given). The Runner's config renders its text once
     (:class:`~mmpoly.engine.config_text.TextCachingConfig`), not at every checkpoint.
     """
     from .resume import prepare_resume
@@ -238,7 +239,7 @@ def build_runner(cfg: Config) -> Runner:
     with channels_last_before_wrapping(cfg):
         runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     apply_channels_last(runner)
-    prepare_resume(runner)
+    prepare_resume(runner, new_run_load_from)
     return runner
 
 

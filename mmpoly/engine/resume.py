@@ -13,8 +13,9 @@ the checkpoint before training starts:
   ``last_checkpoint``, then ``epoch_*.pth`` / ``iter_*.pth`` in the work_dir, newest
   (modification time) first. The first one that loads and fits the model is resumed; each
   skipped file is logged with its reason. If none qualifies the run stops with
-  :class:`ResumeError` listing every file and its reason. With no candidate at all the run
-  starts from scratch and says so.
+  :class:`ResumeError` listing every file and its reason. With no candidate at all a new run
+  starts and says so: from ``new_run_load_from`` where given (``tools/train.py --resume`` passes
+  the config's own ``load_from``, which the flag replaces), else from scratch.
 * explicit (``load_from=PATH``): the file must load and fit, else :class:`ResumeError` says what
   is missing.
 
@@ -318,11 +319,14 @@ def _refuse_run_problems(path: str, meta: Any, cfg: Optional[Mapping]) -> None:
 
 
 def select_checkpoint(work_dir: str, load_from: Optional[str], model: nn.Module,
-                      logger: Any, cfg: Optional[Mapping] = None) -> Optional[str]:
+                      logger: Any, cfg: Optional[Mapping] = None,
+                      new_run_load_from: Optional[str] = None) -> Optional[str]:
     """The checkpoint to resume from (see the module docstring), or None to start afresh.
 
     With ``cfg`` (the run's config) the chosen checkpoint must also pass :func:`run_problems`,
     and its checkpoint folder is the hook's ``out_dir`` where set (:func:`checkpoint_folder`).
+    ``new_run_load_from`` only changes the log line of a work_dir without checkpoints: the new
+    run starts from it instead of from scratch (:func:`prepare_resume` loads it).
 
     Raises:
         ResumeError: ``load_from`` cannot be resumed, or no candidate of the work_dir can, or
@@ -341,8 +345,10 @@ def select_checkpoint(work_dir: str, load_from: Optional[str], model: nn.Module,
         if not line.startswith(_SKIPPED):
             logger.warning(line)
     if not candidates and not skipped:
+        start = ('training from scratch' if new_run_load_from is None else
+                 f'starting a new run from the config\'s load_from {new_run_load_from}')
         logger.info(f'--resume: no checkpoint (last_checkpoint, epoch_*.pth, iter_*.pth) in '
-                    f'{work_dir}; training from scratch.')
+                    f'{work_dir}; {start}.')
         return None
     for path, origin in candidates:
         reason, meta = _check(path, model)
@@ -358,13 +364,15 @@ def select_checkpoint(work_dir: str, load_from: Optional[str], model: nn.Module,
                       + '\nDelete or move the broken files, or pass --resume PATH.')
 
 
-def prepare_resume(runner: Runner) -> None:
+def prepare_resume(runner: Runner, new_run_load_from: Optional[str] = None) -> None:
     """Choose the checkpoint a ``resume=True`` runner resumes from, before ``runner.train()``.
 
     Rank 0 decides (with the runner's config: :func:`run_problems`) and broadcasts the
     decision, so every rank resumes the same file or raises the same :class:`ResumeError`. Sets
     the runner's ``_load_from`` (mmengine then calls ``Runner.resume`` on it) or, with no
-    checkpoint at all, turns resuming off.
+    checkpoint at all, turns resuming off and starts a new run: from ``new_run_load_from``
+    where given (mmengine then loads its weights, as for a run without ``--resume``), else from
+    scratch.
     """
     if not runner._resume:
         return
@@ -372,7 +380,8 @@ def prepare_resume(runner: Runner) -> None:
     if is_main_process():
         try:
             decision['path'] = select_checkpoint(runner.work_dir, runner._load_from,
-                                                 runner.model, runner.logger, runner.cfg)
+                                                 runner.model, runner.logger, runner.cfg,
+                                                 new_run_load_from)
         except ResumeError as error:
             decision['error'] = str(error)
     shared = [decision]
@@ -382,4 +391,6 @@ def prepare_resume(runner: Runner) -> None:
         raise ResumeError(decision['error'])
     if decision['path'] is None:
         runner._resume = False
+        runner._load_from = new_run_load_from
+        return
     runner._load_from = decision['path']

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 __all__ = [
-    'TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'atomic_savefig', 'free_bytes', 'format_bytes'
+    'TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'atomic_savefig', 'free_bytes', 'format_bytes',
+    'fsync_dir'
 ]
 
 #: Suffix of the temporary files an atomic write creates next to its target.
@@ -57,7 +58,7 @@ class DiskFullError(OSError):
         return self.strerror
 
 
-def _fsync_dir(folder: str) -> None:
+def fsync_dir(folder: str) -> None:
     """Persist a rename in ``folder`` (best effort: some file systems refuse directory fsync)."""
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -119,7 +120,7 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
                 f'({format_bytes(len(data))}), {free} bytes ({format_bytes(free)}) are free on '
                 f'its file system. The partial file was removed and {kept}.') from error
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def atomic_savefig(fig: Any, path: Union[str, Path], dpi: int = 100,

@@ -8,7 +8,8 @@ of a distributed job; the other ranks exit quietly) and exits with status 1. Set
 Checks: the config file and its ``_base_`` files (:func:`load_config`: a missing file, a syntax
 or other error with the real file and line), ``--cfg-options`` keys (:func:`check_cfg_options`),
 the training loop's lengths and intervals (:func:`check_train_loop`), the work_dir
-(:func:`check_work_dir`; :func:`check_no_earlier_run` for a new training run), checkpoint paths
+(:func:`check_work_dir`; :func:`check_no_earlier_run` for a new training run), output files
+(:func:`out_file_problem`, shared with ``tools/deployment/pytorch2onnx.py``), checkpoint paths
 (:func:`check_checkpoint`) and the data of datasets that can check their files without reading
 them (:func:`check_datasets`).
 
@@ -37,6 +38,7 @@ from mmengine.config import Config
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
     'startup_errors', 'load_config', 'check_cfg_options', 'check_train_loop', 'check_work_dir',
+    'out_file_problem',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
     'check_dist_cfg'
@@ -423,6 +425,54 @@ def check_work_dir(work_dir: str) -> None:
     except OSError as error:
         raise StartupError(f'work_dir {work_dir!r} is not writable ({error.strerror}); '
                            f'{hint}') from error
+
+
+def _write_probe(folder: str, subfolder: bool) -> Optional[str]:
+    """Create a temporary file (``subfolder``: a temporary folder) in ``folder`` and remove it
+    again: None if that worked, else why not (the OS's reason)."""
+    try:
+        if subfolder:
+            os.rmdir(tempfile.mkdtemp(prefix='.mmpoly-probe-', dir=folder))
+        else:
+            fd, probe = tempfile.mkstemp(prefix='.mmpoly-probe-', dir=folder)
+            os.close(fd)
+            os.remove(probe)
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def out_file_problem(path: str, option: str) -> Optional[str]:
+    """Why a file cannot be written at ``path`` (given with ``option``, e.g. ``'--out'``), or
+    None when it can, as far as can be told before writing it.
+
+    The message starts with ``OPTION 'PATH': ``; the caller adds what to do. Refused: a folder
+    (also a path ending in a separator), a path under a file, and a folder that cannot be
+    written to. Creates nothing (the atomic writers create missing folders when they write): a
+    missing folder is judged by its nearest existing ancestor, and whether a folder can be
+    written to is found out by creating a temporary entry in it and removing it again
+    (``os.access`` says yes to root even on a read-only file system).
+    """
+    where = f'{option} {path!r}: '
+    if osp.isdir(path):
+        return where + 'is a folder'
+    if path.endswith(('/', os.sep)):
+        return where + 'ends in a path separator, so it names a folder'
+    folder = osp.dirname(osp.abspath(path))
+    existing = folder
+    while not osp.lexists(existing):
+        existing = osp.dirname(existing)
+    if not osp.isdir(existing):
+        kind = ('a file' if osp.isfile(existing)
+                else 'a broken link' if osp.islink(existing) else 'not a folder')
+        return (where + f'{existing} is {kind}, not a folder, so the file cannot be created '
+                'or written to')
+    # where folders are missing, they must be creatable in the nearest existing one
+    reason = _write_probe(existing, subfolder=existing != folder)
+    if reason is not None:
+        return (where + f'the folder {existing} is not writable ({reason}), so the file '
+                'cannot be created or written to')
+    return None
 
 
 #: What each count of ``train_cfg`` that :func:`check_train_loop` checks means.

@@ -18,7 +18,6 @@ the tool exits with status 1 when the relative one exceeds ``--rtol`` (default
 """
 import argparse
 import math
-import os
 import os.path as osp
 import sys
 from typing import List, Optional, Sequence
@@ -28,6 +27,7 @@ import torch
 from mmpoly.deploy import (DEFAULT_OPSET, MIN_OPSET, PARITY_RTOL, check_opset, export_onnx,
                            fixed_size_modules, input_shape_from_config, is_detector, load_model,
                            onnx_parity, onnx_session)
+from mmpoly.utils.startup import out_file_problem
 
 
 def _positive_int(value: str) -> int:
@@ -74,25 +74,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if args.out is None:
         stem = osp.splitext(osp.basename(args.config))[0]
         args.out = osp.join('work_dirs', 'onnx', f'{stem}.onnx')
-    problem = _out_problem(args.out)
+    # the export takes a while and writes its result only at the end: check the file first
+    problem = out_file_problem(args.out, '--out')
     if problem:
-        parser.error(f'--out {args.out!r}: {problem}')
+        parser.error(f'{problem}; give the .onnx file to write, in a writable folder')
     return args
-
-
-def _out_problem(out: str) -> Optional[str]:
-    """Why the file ``out`` cannot be written (None if it can, as far as can be told up front:
-    the export takes a while, and its result is only written at the end)."""
-    if osp.isdir(out):
-        return 'is a folder; give the .onnx file to write'
-    folder = osp.dirname(osp.abspath(out))
-    while not osp.exists(folder):  # atomic_write creates the missing folders
-        folder = osp.dirname(folder)
-    if not osp.isdir(folder):
-        return f'{folder} is a file, not a folder'
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f'the folder {folder} is not writable'
-    return None
 
 
 def verification_batches(shape: Sequence[int], batch_size: int, dynamic_batch: bool,

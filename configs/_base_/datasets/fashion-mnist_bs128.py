@@ -8,7 +8,10 @@ train_pipeline = [
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
-test_pipeline = [dict(type='PackInputs')]
+# The test pipeline (also what mmpretrain's inference API runs) refuses an image unlike the
+# dataset's (uint8, 28×28, one channel) with a ValueError instead of predicting garbage; a valid
+# image passes unchanged.
+test_pipeline = [dict(type='CheckGreyImage', size=(28, 28)), dict(type='PackInputs')]
 
 train_dataloader = dict(
     batch_size=128,

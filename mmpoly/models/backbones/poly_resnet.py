@@ -12,8 +12,9 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmpoly.registry import MODELS
 from ..blocks import ResNetBlock
-from ..polynomial.options import (act_cfg_option, check_choice, check_positive_int,
-                                  conv_cfg_option, per_stage, required_norm_cfg_option)
+from ..polynomial.options import (NO_LAYER, act_cfg_option, check_choice, check_norm_channels,
+                                  check_positive_int, conv_cfg_option, per_stage,
+                                  required_norm_cfg_option)
 from .pretrained import load_pretrained, pretrained_init, pretrained_options
 
 #: Blocks per stage of the standard depths (BasicBlock ResNets).
@@ -30,11 +31,22 @@ def _accepts(module_type: Any, option: str) -> bool:
     return inspect.isclass(cls) and option in inspect.signature(cls).parameters
 
 
+def _builds_default_norm(module_type: Any) -> bool:
+    """Whether the class that ``module_type`` names takes ``norm_cfg`` and builds a norm when
+    it is left unset (its default is neither None nor 'none'; mmcv's ``NonLocal2d``: None)."""
+    if not _accepts(module_type, 'norm_cfg'):
+        return False
+    cls = module_type if inspect.isclass(module_type) else MODELS.get(module_type)
+    default = inspect.signature(cls).parameters['norm_cfg'].default
+    return default is not None and not (isinstance(default, str) and default == NO_LAYER)
+
+
 def build_stage_plugins(plugins: Optional[Sequence[dict]],
                         stage: int,
                         num_stages: int,
                         channels: int,
-                        use_activation: bool = True) -> List[nn.Module]:
+                        use_activation: bool = True,
+                        norm_cfg: Optional[dict] = None) -> List[nn.Module]:
     """Build the plugins that follow stage ``stage`` (0-based), in the order listed.
 
     Each entry is ``dict(cfg=dict(type=..., ...), stages=(bool, ...), stage_cfgs=[dict, ...])``
@@ -43,7 +55,12 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
     options, e.g. the spatial size of a module tied to one resolution. The backbone sets
     ``in_channels``. With ``use_activation=False`` (the backbone's) a plugin whose type takes a
     ``use_activation`` option and whose config does not set it is built with
-    ``use_activation=False`` too (for the non-local blocks: no softmax).
+    ``use_activation=False`` too (for the non-local blocks: no softmax). Likewise a plugin
+    whose type takes a ``norm_cfg`` option that builds a norm by default (mmpoly's non-local
+    blocks: BN after the output conv) and whose config (``cfg`` and its ``stage_cfgs`` entry)
+    does not set it is built with the backbone's ``norm_cfg`` (when given); a plugin's own
+    ``norm_cfg`` wins, and a type whose default is no norm (mmcv's ``NonLocal2d``) or that has
+    no such option (mmcv's ``ContextBlock``) is built as its config says.
     """
     if plugins is not None and not isinstance(plugins, (list, tuple)):
         raise ValueError(f'plugins must be a list of dicts (each with a "cfg" key), or None; got '
@@ -102,6 +119,8 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
         if not use_activation and 'use_activation' not in cfg \
                 and _accepts(cfg.get('type'), 'use_activation'):
             cfg['use_activation'] = False  # the backbone's: no activation anywhere
+        if norm_cfg is not None and 'norm_cfg' not in cfg and _builds_default_norm(cfg['type']):
+            cfg['norm_cfg'] = dict(norm_cfg)  # the backbone's norm replaces the plugin's default
         # mmpoly's registry scope, also when the backbone is built from an mmdet config
         cfg.setdefault('_scope_', 'mmpretrain')
         modules.append(MODELS.build(dict(cfg, in_channels=channels)))
@@ -165,7 +184,8 @@ class PolyResNetBase(BaseBackbone):
         out_indices: stages whose outputs are returned (negative counts from the end), each
             once; outputs come in stage order.
         frozen_stages: stages (with the stem) to freeze; -1 freezes nothing.
-        norm_eval: keep BN layers in eval mode while training (for fine-tuning).
+        norm_eval: keep every BatchNorm of the backbone (SyncBN too; in the stem, blocks,
+            terms and plugins) in eval mode while training (for fine-tuning).
         zero_init_residual: zero γ of the last branch norm of every block.
         use_activation: False removes every activation in the stem and blocks, and in the
             plugins that take a ``use_activation`` option and leave it unset (the
@@ -174,9 +194,18 @@ class PolyResNetBase(BaseBackbone):
             intermediate maps are recomputed in the backward pass instead of kept (see
             :class:`~mmpoly.models.blocks.ResNetBlock`), also the first block after frozen
             stages; plugins are not checkpointed.
-        conv_cfg / norm_cfg / act_cfg: mmcv configs for the stem and the first-degree branch;
-            each 'type' must be one mmcv builds. conv_cfg may be None (Conv2d); act_cfg may be
-            None, 'none' or a type name, and is checked also when ``use_activation=False``.
+        conv_cfg / norm_cfg / act_cfg: mmcv layer configs; each 'type' must be one mmcv
+            builds. conv_cfg (None: Conv2d) and act_cfg (None, 'none' or a type name; checked
+            also when ``use_activation=False``) are those of the stem and the first-degree
+            branch. norm_cfg (a 2-d norm; GroupNorm's num_groups must divide every width it
+            normalises) is every norm of the backbone, as in mmpretrain's ResNet: the stem's,
+            the first-degree branch's, the blocks' higher-degree norm roles left at 'BN' (the
+            factors', inputs' and projections' norms of PDC and Π-net terms) and the plugins'
+            default norms (:func:`build_stage_plugins`); e.g. ``dict(type='SyncBN')``,
+            ``dict(type='BN', requires_grad=False)`` (frozen γ, β everywhere) or
+            ``dict(type='GN', num_groups=16)``. Norms set explicitly win: a block role given
+            as another norm or as a dict (PDC's per-sample 'IN' projection norm by default),
+            or a plugin's own ``norm_cfg``.
         init_cfg: mmengine init config (Kaiming convs, unit BN by default); a ``Pretrained``
             entry, in any form mmengine accepts, is loaded strictly (see :meth:`init_weights`).
     """
@@ -253,6 +282,8 @@ class PolyResNetBase(BaseBackbone):
         check_choice('with_cp', with_cp, (True, False))
         conv_cfg = conv_cfg_option('backbone.conv_cfg', conv_cfg)
         norm_cfg = required_norm_cfg_option('backbone.norm_cfg', norm_cfg)
+        for width in sorted({stem_channels, *stage_channels}):  # the stem's and blocks' norms
+            check_norm_channels('backbone.norm_cfg', norm_cfg, width)
         # checked even without activations: a typo must not pass unnoticed
         act_cfg = act_cfg_option('backbone.act_cfg', act_cfg)
 
@@ -287,7 +318,8 @@ class PolyResNetBase(BaseBackbone):
                         use_activation=use_activation,
                         with_cp=True if with_cp else None))  # a block type may lack it
                 channels = stage_channels[i]
-            blocks += build_stage_plugins(plugins, i, num_stages, channels, use_activation)
+            blocks += build_stage_plugins(plugins, i, num_stages, channels, use_activation,
+                                          norm_cfg)
             name = f'layer{i + 1}'
             # mmengine's Sequential runs each module's own init_weights after the backbone's
             # init_cfg, so a plugin's own initialisation (e.g. a zeroed output conv) survives.

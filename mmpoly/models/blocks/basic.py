@@ -9,8 +9,8 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from mmpoly.registry import MODELS
-from ..polynomial.options import (act_cfg_option, check_choice, check_positive_int,
-                                  conv_cfg_option, required_norm_cfg_option)
+from ..polynomial.options import (act_cfg_option, check_choice, check_norm_channels,
+                                  check_positive_int, conv_cfg_option, required_norm_cfg_option)
 
 
 @MODELS.register_module()
@@ -30,6 +30,9 @@ class ResNetBlock(BaseModule):
         conv_cfg / norm_cfg / act_cfg: mmcv layer configs of the branch and block output;
             each 'type' must be one mmcv builds (checked here, act_cfg also when
             ``use_activation=False``); act_cfg may also be a type name, 'none' or None.
+            ``norm_cfg`` (a 2-d norm; GroupNorm's num_groups must divide the channels) is also
+            the norm of every higher-degree norm role a subclass leaves at 'BN'
+            (:func:`~mmpoly.models.polynomial.options.block_norm_cfg`).
         use_activation: False removes every activation of the block (no-activation networks).
         with_cp: as mmpretrain's ``BasicBlock``: in training, recompute the block's
             intermediate maps in the backward pass (``torch.utils.checkpoint``) instead of
@@ -68,6 +71,8 @@ class ResNetBlock(BaseModule):
         self.use_activation = use_activation
         conv_cfg = conv_cfg_option('conv_cfg', conv_cfg)
         norm_cfg = required_norm_cfg_option('norm_cfg', norm_cfg)
+        check_norm_channels('norm_cfg', norm_cfg, out_channels)
+        self.norm_cfg = norm_cfg  # also the norm of a subclass's roles left at 'BN'
         # checked even without activations: a typo must not pass unnoticed
         act_cfg = act_cfg_option('act_cfg', act_cfg)
         if not use_activation:

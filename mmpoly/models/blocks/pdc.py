@@ -5,8 +5,8 @@ from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
 from mmpoly.registry import MODELS
-from ..polynomial import (PolynomialTerm, act_cfg_option, check_number, check_odd_kernel,
-                          check_positive_int, norm_cfg_option)
+from ..polynomial import (PolynomialTerm, act_cfg_option, block_norm_cfg, check_number,
+                          check_odd_kernel, check_positive_int)
 from .basic import ResNetBlock
 
 LEAKY_RELU = dict(type='LeakyReLU', negative_slope=0.01)
@@ -30,11 +30,16 @@ class PDCBlock(ResNetBlock):
         factor_kernel_size: odd kernel of the factor convs (``kern_loc_so``).
         projection_kernel_size: odd kernel of the projection convs (``kern_loc``).
         num_projection_convs: convs in each projection (``n_lconvs``).
-        input_norm: norm of the factor input I z (``norm_x``): any norm type mmcv's
-            ``build_norm_layer`` builds ('BN', 'IN' = InstanceNorm2d, a type you registered
-            in ``MODELS``, ...), 'none' or a dict (``dict(type='GN', num_groups=4)``).
+        input_norm: norm of the factor input I z (``norm_x``): 'BN' (the block's ``norm_cfg``,
+            which a backbone sets to its own: BatchNorm2d by default, SyncBN, frozen BN or GN
+            when the backbone's says so), any other 2-d norm type mmcv's ``build_norm_layer``
+            builds ('IN' = InstanceNorm2d, a type you registered in ``MODELS``, ...), 'none' or
+            a dict (``dict(type='GN', num_groups=4)``; a dict, even of type 'BN', is built as
+            given).
         factor_norm: norm after each factor conv, same choices.
-        projection_norm: norm after each projection conv (``norm_local``).
+        projection_norm: norm after each projection conv (``norm_local``), same choices; the
+            default 'IN' (per-sample, no parameters or statistics) is kept whatever
+            ``norm_cfg`` is.
         factor_act / projection_act: activations of factors / projection ('none' to drop).
         scale_init: initial value of every α_n (``init_a``; 0 switches the terms off at start).
         Other args: see :class:`ResNetBlock`.
@@ -70,9 +75,12 @@ class PDCBlock(ResNetBlock):
         check_odd_kernel('factor_kernel_size', factor_kernel_size)
         check_odd_kernel('projection_kernel_size', projection_kernel_size)
         check_positive_int('num_projection_convs', num_projection_convs)
-        input_norm_cfg = norm_cfg_option('input_norm', input_norm)
-        factor_norm = norm_cfg_option('factor_norm', factor_norm)
-        projection_norm = norm_cfg_option('projection_norm', projection_norm)
+        # 'BN' roles follow norm_cfg; checked also for degree 1 (no terms): typos must not pass
+        input_norm_cfg = block_norm_cfg('input_norm', input_norm, self.norm_cfg, out_channels)
+        factor_norm = block_norm_cfg('factor_norm', factor_norm, self.norm_cfg,
+                                     self.hidden_channels)
+        projection_norm = block_norm_cfg('projection_norm', projection_norm, self.norm_cfg,
+                                         out_channels)
         factor_act = act_cfg_option('factor_act', factor_act)
         projection_act = act_cfg_option('projection_act', projection_act)
         if not use_activation:

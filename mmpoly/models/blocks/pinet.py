@@ -6,9 +6,9 @@ from mmcv.cnn import build_norm_layer
 from torch import Tensor, nn
 
 from mmpoly.registry import MODELS
-from ..polynomial import (Factor, Projection, check_choice, check_non_negative_int, check_number,
-                          check_odd_kernel, check_positive_int, hadamard_product,
-                          norm_cfg_option)
+from ..polynomial import (Factor, Projection, block_norm_cfg, check_choice,
+                          check_non_negative_int, check_number, check_odd_kernel,
+                          check_positive_int, hadamard_product)
 from .basic import ResNetBlock
 
 
@@ -30,9 +30,11 @@ class PiNetBlock(ResNetBlock):
         num_input_convs: k×k convs (+ norm) on the shared factor a (RP ``n_xconvs``).
         num_projection_convs: k×k convs (+ norm) on the product (RP ``n_lconvs``), may be 0.
         projection_kernel_size: odd kernel of those convs.
-        input_norm / projection_norm: any norm type mmcv's ``build_norm_layer`` builds ('BN',
-            'IN' = InstanceNorm2d, a type you registered in ``MODELS``, ...), 'none' or a dict
-            (``dict(type='GN', num_groups=4)``).
+        input_norm / projection_norm: 'BN' (the block's ``norm_cfg``, which a backbone sets to
+            its own: BatchNorm2d by default, SyncBN, frozen BN or GN when the backbone's says
+            so), any other 2-d norm type mmcv's ``build_norm_layer`` builds ('IN' =
+            InstanceNorm2d, a type you registered in ``MODELS``, ...), 'none' or a dict
+            (``dict(type='GN', num_groups=4)``; a dict, even of type 'BN', is built as given).
         learn_scale: learn α (initialised to ``scale_init``); False fixes α = 1.
         scale_init: initial α when ``learn_scale`` (default 0: the higher-degree terms start
             switched off). With ``learn_scale=False`` α is 1: leave it unset (or 1.0); any
@@ -83,10 +85,10 @@ class PiNetBlock(ResNetBlock):
                     'α = 1: set learn_scale=True to learn α from scale_init, or leave scale_init '
                     'unset (or 1.0)')
         scale_init = 0.0 if scale_init is None else scale_init
-        input_norm_cfg = norm_cfg_option('input_norm', input_norm)
-        projection_norm_cfg = norm_cfg_option('projection_norm', projection_norm)
-
         c = out_channels
+        input_norm_cfg = block_norm_cfg('input_norm', input_norm, self.norm_cfg, c)
+        projection_norm_cfg = block_norm_cfg('projection_norm', projection_norm, self.norm_cfg, c)
+
         self.input_norm: nn.Module = nn.Identity() if input_norm_cfg is None else \
             build_norm_layer(input_norm_cfg, c)[1]
         self.input_convs = nn.Sequential(*[

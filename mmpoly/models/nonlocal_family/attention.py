@@ -24,7 +24,8 @@ from mmengine.model import BaseModule, constant_init, normal_init
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from ..polynomial.options import check_choice, check_positive_int, norm_cfg_option
+from ..polynomial.options import (check_choice, check_norm_channels, check_positive_int,
+                                  norm_cfg_option)
 
 #: Standard deviation of the normal initialisation of every input factor (mmcv's NonLocal2d).
 FACTOR_INIT_STD = 0.01
@@ -223,7 +224,9 @@ class NonLocalBase(BaseModule):
             its softmax product was fused (``tests/test_nonlocal_training.py``): the
             un-normalised residual ``x + conv_out(y)`` grows with the product of the g and
             conv_out weights. The norm
-            adds c parameters per block (2c for BN, minus the c of the dropped conv bias).
+            adds c parameters per block (2c for BN, minus the c of the dropped conv bias). A
+            backbone plugin whose config leaves norm_cfg unset gets the backbone's
+            ``norm_cfg`` (:func:`~mmpoly.models.backbones.poly_resnet.build_stage_plugins`).
         init_cfg: mmengine init config. None (default): every factor conv normal(0, 0.01) with
             zero bias and conv_out (or its norm) zero, so that the block starts as the
             identity. This runs in ``__init__`` and again in :meth:`init_weights` (after a
@@ -259,6 +262,7 @@ class NonLocalBase(BaseModule):
         self.use_activation = use_activation
         self.use_softmax = use_softmax and use_activation
         self.norm_cfg = norm_cfg_option('norm_cfg', norm_cfg)
+        check_norm_channels('norm_cfg', self.norm_cfg, in_channels)
         self.conv_out = ConvModule(
             self.inter_channels, in_channels, 1, norm_cfg=self.norm_cfg, act_cfg=None)
 

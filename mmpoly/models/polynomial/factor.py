@@ -48,9 +48,11 @@ class Factor(ConvModule):
             self.activate = build_activation_layer(act_cfg)
         if self.with_norm and type(self.norm) is nn.InstanceNorm2d:
             norm = self.norm
-            setattr(self, self.norm_name,
-                    InstanceNorm2d(norm.num_features, norm.eps, norm.momentum, norm.affine,
-                                   norm.track_running_stats))
+            faster = InstanceNorm2d(norm.num_features, norm.eps, norm.momentum, norm.affine,
+                                    norm.track_running_stats)
+            for name, param in norm.named_parameters():  # norm_cfg's requires_grad
+                getattr(faster, name).requires_grad_(param.requires_grad)
+            setattr(self, self.norm_name, faster)
 
 
 class InstanceNorm2d(nn.InstanceNorm2d):

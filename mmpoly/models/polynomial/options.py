@@ -124,25 +124,77 @@ def _layer_cfg(name: str, value: Any, kind: str, builder: str) -> Optional[dict]
 def norm_cfg_option(name: str, value: NormOption) -> Optional[dict]:
     """Turn 'BN' / 'IN' / 'none' / dict(type=...) / None into an mmcv ``norm_cfg`` (or None).
 
-    Any norm type that ``mmcv.cnn.build_norm_layer`` can build is accepted ('IN' is
-    InstanceNorm2d, as in mmcv; GroupNorm as a dict with its ``num_groups``).
+    Any norm type that ``mmcv.cnn.build_norm_layer`` can build for (B, C, H, W) maps is accepted
+    ('IN' is InstanceNorm2d, as in mmcv; GroupNorm as a dict with its ``num_groups``); a 1-d /
+    3-d norm or ``nn.LayerNorm`` is refused (:func:`_check_map_norm`).
     """
-    return _check_group_norm(name, _layer_cfg(name, value, 'a norm', 'build_norm_layer'))
+    return _check_map_norm(name, _layer_cfg(name, value, 'a norm', 'build_norm_layer'))
 
 
-def _check_group_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
-    """``cfg``, unless it builds ``nn.GroupNorm`` without ``num_groups`` (mmcv's
-    ``build_norm_layer`` would stop on a bare assertion): then a ValueError naming ``name``."""
-    if cfg is None or 'num_groups' in cfg:
-        return cfg
-    layer_type = cfg['type']
+#: A block's norm role (``input_norm``, ``factor_norm``, ``projection_norm``) given as this
+#: string is the block's own norm: it is built from the block's ``norm_cfg``, which a backbone
+#: sets to its own (BatchNorm2d by default; SyncBN, frozen BN, GN, ... when the backbone says so).
+BLOCK_NORM = 'BN'
+
+#: torch norms that do not normalise a (B, C, H, W) map per channel (exact types: a registered
+#: subclass, such as mmpretrain's channel-wise 'LN2d', is accepted).
+NOT_MAP_NORMS = (nn.BatchNorm1d, nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm3d,
+                 nn.LayerNorm)
+
+
+def block_norm_cfg(name: str, value: NormOption, norm_cfg: dict,
+                   channels: int) -> Optional[dict]:
+    """The norm config of the block's norm role ``name`` whose layers normalise ``channels``.
+
+    ``value`` :data:`BLOCK_NORM` ('BN') gives a copy of the block's ``norm_cfg`` (checked by the
+    block); any other value is read by :func:`norm_cfg_option` and wins ('IN', a dict such as
+    ``dict(type='BN', momentum=0.01)``; 'none' / None: no norm). GroupNorm must divide
+    ``channels`` (:func:`check_norm_channels`).
+    """
+    if isinstance(value, str) and value == BLOCK_NORM:
+        field, cfg = f"norm_cfg (through {name}='{BLOCK_NORM}')", dict(norm_cfg)
+    else:
+        field, cfg = name, norm_cfg_option(name, value)
+    check_norm_channels(field, cfg, channels)
+    return cfg
+
+
+def _norm_class(layer_type: Any) -> Any:
+    """The class ``mmcv.cnn.build_norm_layer`` builds for ``layer_type`` (a checked type)."""
     if isinstance(layer_type, str):
         with MMENGINE_MODELS.switch_scope_and_registry(None) as registry:
-            layer_type = registry.get(layer_type)
-    if layer_type is nn.GroupNorm:
+            return registry.get(layer_type)
+    return layer_type
+
+
+def _check_map_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
+    """``cfg``, unless it builds a norm that cannot normalise (B, C, H, W) maps
+    (:data:`NOT_MAP_NORMS`), or ``nn.GroupNorm`` without ``num_groups`` (mmcv's
+    ``build_norm_layer`` would stop on a bare assertion): then a ValueError naming ``name``."""
+    if cfg is None:
+        return cfg
+    layer_cls = _norm_class(cfg['type'])
+    if layer_cls in NOT_MAP_NORMS:
+        raise ValueError(f'{name}={cfg!r}: {layer_cls.__name__} does not normalise the '
+                         f"(B, C, H, W) feature maps of these layers; use a 2-d norm such as "
+                         f"'BN', 'SyncBN', 'GN' (with num_groups) or 'IN'")
+    if layer_cls is nn.GroupNorm and 'num_groups' not in cfg:
         raise ValueError(f'{name}={cfg!r}: GroupNorm needs num_groups (a divisor of the '
                          f"channels), e.g. dict(type='GN', num_groups=4)")
     return cfg
+
+
+def check_norm_channels(name: str, cfg: Optional[dict], channels: int) -> None:
+    """Raise a ValueError naming ``name`` if ``cfg`` builds a GroupNorm whose ``num_groups``
+    does not divide ``channels``, the width of a map it normalises (torch would stop on a
+    message that names no option)."""
+    if cfg is None or _norm_class(cfg['type']) is not nn.GroupNorm:
+        return
+    groups = cfg['num_groups']
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 \
+            or channels % groups != 0:
+        raise ValueError(f'{name}={cfg!r}: GroupNorm num_groups must be a positive divisor of '
+                         f'the {channels} channels it normalises, got {groups!r}')
 
 
 def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
@@ -177,9 +229,10 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
 def required_norm_cfg_option(name: str, value: dict) -> dict:
     """Check an mmcv ``norm_cfg`` that must build a layer: a dict (not None, not 'none') whose
     'type' ``mmcv.cnn.build_norm_layer`` resolves ('BN', 'SyncBN', 'GN' with ``num_groups``, a
-    registered type or an ``nn.Module`` class); return a copy."""
-    cfg = _check_group_norm(name, _layer_dict(name, value, 'a norm', 'build_norm_layer',
-                                              "dict(type='BN')", False))
+    registered type or an ``nn.Module`` class) and that normalises (B, C, H, W) maps; return a
+    copy."""
+    cfg = _check_map_norm(name, _layer_dict(name, value, 'a norm', 'build_norm_layer',
+                                            "dict(type='BN')", False))
     assert cfg is not None
     return cfg
 

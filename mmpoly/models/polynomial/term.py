@@ -31,7 +31,9 @@ class PolynomialTerm(BaseModule):
         factor_kernel_size / projection_kernel_size: odd conv kernel sizes.
         num_projection_convs: number of convs in the projection.
         factor_norm / factor_act: norm and activation after each factor conv ('BN', 'IN',
-            'ReLU', ..., 'none', a dict or None, as in :class:`~mmpoly.models.blocks.PDCBlock`).
+            'ReLU', ..., 'none', a dict or None, as in :class:`~mmpoly.models.blocks.PDCBlock`,
+            which passes its roles left at 'BN' as its own ``norm_cfg``:
+            :func:`~mmpoly.models.polynomial.options.block_norm_cfg`).
         projection_norm / projection_act: norm and activation after each projection conv.
         scale_init: initial α_n (0 in the official code: the term starts switched off).
 
