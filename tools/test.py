@@ -19,7 +19,8 @@ are warned about (:mod:`mmpoly.utils.startup`).
 With ``--tta``, ``--cfg-options`` for ``tta_model`` / ``tta_pipeline`` are merged before the
 model is wrapped and the pipeline replaced (so they act), one for
 ``test_dataloader.dataset.pipeline`` is refused (it would override the TTA pipeline), and
-``--show`` / ``--show-dir`` draw each sample's first TTA view (:class:`TTAVisualizationHook`);
+``--show`` / ``--show-dir`` draw each sample's first TTA view
+(:class:`mmpoly.engine.TTAVisualizationHook`);
 without ``--tta``, options for ``tta_model`` / ``tta_pipeline`` are refused (no effect).
 ``--interval`` without ``--show`` / ``--show-dir`` and ``--wait-time`` without ``--show``
 are refused: they would have no effect.
@@ -34,8 +35,6 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 import mmengine
 from mmengine.config import Config, ConfigDict, DictAction
 from mmengine.evaluator import DumpResults
-from mmengine.registry import HOOKS
-from mmpretrain.engine.hooks import VisualizationHook
 
 from mmpoly.engine import (STARTUP_REFUSALS, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
@@ -55,21 +54,6 @@ TEST_PIPELINE_KEY = 'test_dataloader.dataset.pipeline'
 #: The top-level keys whose --cfg-options are merged before --tta wraps the model and replaces
 #: the test pipeline (merged after, they would have no effect).
 TTA_KEYS = ('tta_model', 'tta_pipeline')
-
-
-# force: this file may be imported more than once (the tests load it under private names)
-@HOOKS.register_module(force=True)
-class TTAVisualizationHook(VisualizationHook):
-    """mmpretrain's ``VisualizationHook`` for ``--tta``: draws each sample's first view of the
-    TTA batch with the merged prediction. A TestTimeAug batch holds one batch of inputs per
-    view, which mmpretrain's hook would take for the images (and fail mid-test)."""
-
-    def _draw_samples(self, batch_idx: int, data_batch: dict, data_samples: Sequence[Any],
-                      step: int = 0) -> None:
-        views = data_batch['inputs']
-        if isinstance(views, (list, tuple)):  # [view][sample]: draw view 0 of each sample
-            data_batch = {**data_batch, 'inputs': views[0]}
-        super()._draw_samples(batch_idx, data_batch, data_samples, step)
 
 
 def out_suffixes(out_item: Optional[str]) -> Tuple[str, ...]:

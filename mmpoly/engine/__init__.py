@@ -23,6 +23,7 @@ from .memory_format import (apply_channels_last, channels_last_before_wrapping,
                             channels_last_option, check_channels_last, to_channels_last)
 from .non_finite import NonFiniteValidationHook, first_non_finite_output
 from .precise_bn import RecomputeBNHook, recompute_bn_statistics
+from .visualization import TTAVisualizationHook
 from .launcher import (DEFAULT_GLOO_TIMEOUT_S, LaunchEnvironmentError, build_runner,
                        cpu_model_wrapper_cfg, dist_timeout, resolve_dist_env,
                        setup_cpu_distributed, shutdown_distributed)
@@ -63,4 +64,5 @@ __all__ = [
 __all__ += ['LrScaleCheckHook', 'NonFiniteValidationHook', 'first_non_finite_output',
             'RecomputeBNHook', 'recompute_bn_statistics', 'TextCachingConfig',
             'caching_pretty_text', 'apply_channels_last', 'channels_last_before_wrapping',
-            'channels_last_option', 'check_channels_last', 'to_channels_last']
+            'channels_last_option', 'check_channels_last', 'to_channels_last',
+            'TTAVisualizationHook']

@@ -25,19 +25,25 @@ DEFAULT_INIT = [
 ]
 
 
+def _parameter(module_type: Any, option: str) -> Optional[inspect.Parameter]:
+    """The parameter ``option`` of the class that ``module_type`` names in ``MODELS``, or None
+    if the class (or the option) is not found."""
+    cls = module_type if inspect.isclass(module_type) else MODELS.get(module_type)
+    return inspect.signature(cls).parameters.get(option) if inspect.isclass(cls) else None
+
+
 def _accepts(module_type: Any, option: str) -> bool:
     """Whether the class that ``module_type`` names in ``MODELS`` takes ``option``."""
-    cls = module_type if inspect.isclass(module_type) else MODELS.get(module_type)
-    return inspect.isclass(cls) and option in inspect.signature(cls).parameters
+    return _parameter(module_type, option) is not None
 
 
 def _builds_default_norm(module_type: Any) -> bool:
     """Whether the class that ``module_type`` names takes ``norm_cfg`` and builds a norm when
     it is left unset (its default is neither None nor 'none'; mmcv's ``NonLocal2d``: None)."""
-    if not _accepts(module_type, 'norm_cfg'):
+    parameter = _parameter(module_type, 'norm_cfg')
+    if parameter is None:
         return False
-    cls = module_type if inspect.isclass(module_type) else MODELS.get(module_type)
-    default = inspect.signature(cls).parameters['norm_cfg'].default
+    default = parameter.default
     return default is not None and not (isinstance(default, str) and default == NO_LAYER)
 
 
