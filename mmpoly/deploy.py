@@ -642,23 +642,12 @@ def _mean_call_seconds(call: Any, iters: int, warmup: int) -> float:
     return (time.perf_counter() - start) / iters
 
 
-def onnx_speed(configs: Sequence[str], batch_sizes: Sequence[int], threads: int, rounds: int,
-               iters: int, warmup: int,
-               input_size: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
-    """CPU latency (s per batch) and throughput (images/s) of every config's classifier in
-    each of :data:`RUNTIMES`, for each batch size; one entry per (config, batch size).
-
-    PyTorch runs ``model(x, mode='tensor')`` under ``torch.inference_mode`` with
-    ``threads`` intra-op threads; onnxruntime runs the file :func:`export_onnx` writes (dynamic
-    batch) with ``threads`` intra-op threads and one inter-op thread, on the same normalised
-    random batch. Each of ``rounds`` rounds times every (config, batch, runtime) once
-    (``warmup`` untimed calls, then the mean of ``iters`` calls), interleaved, alternating
-    the order; the figures are medians over rounds. Weights are the configs' initial ones.
-    """
-    import statistics
+def _timed_cases(configs: Sequence[str], batch_sizes: Sequence[int], threads: int, rounds: int,
+                 iters: int, warmup: int,
+                 input_size: Optional[Sequence[int]]) -> List[Dict[str, Any]]:
+    """:func:`onnx_speed`'s cases, one per (config, batch size), with their timed seconds."""
     import tempfile
 
-    torch.set_num_threads(threads)
     cases = []
     with tempfile.TemporaryDirectory() as work_dir:
         for index, config in enumerate(configs):
@@ -698,6 +687,30 @@ def onnx_speed(configs: Sequence[str], batch_sizes: Sequence[int], threads: int,
                 for name in runtimes:
                     cases[i]['seconds'][name].append(
                         _mean_call_seconds(cases[i]['calls'][name], iters, warmup))
+    return cases
+
+
+def onnx_speed(configs: Sequence[str], batch_sizes: Sequence[int], threads: int, rounds: int,
+               iters: int, warmup: int,
+               input_size: Optional[Sequence[int]] = None) -> List[Dict[str, Any]]:
+    """CPU latency (s per batch) and throughput (images/s) of every config's classifier in
+    each of :data:`RUNTIMES`, for each batch size; one entry per (config, batch size).
+
+    PyTorch runs ``model(x, mode='tensor')`` under ``torch.inference_mode`` with
+    ``threads`` intra-op threads; onnxruntime runs the file :func:`export_onnx` writes (dynamic
+    batch) with ``threads`` intra-op threads and one inter-op thread, on the same normalised
+    random batch. Each of ``rounds`` rounds times every (config, batch, runtime) once
+    (``warmup`` untimed calls, then the mean of ``iters`` calls), interleaved, alternating
+    the order; the figures are medians over rounds. Weights are the configs' initial ones.
+    """
+    import statistics
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)  # this call's, not the process's: restored below
+    try:
+        cases = _timed_cases(configs, batch_sizes, threads, rounds, iters, warmup, input_size)
+    finally:
+        torch.set_num_threads(previous)
     results = []
     for case in cases:
         latency = {name: statistics.median(case['seconds'][name]) for name in RUNTIMES}

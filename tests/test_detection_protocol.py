@@ -203,13 +203,20 @@ def test_case_selection_runs_those_cases_and_only_the_pretraining_they_need(
     assert args.case == ['mask-rcnn_resnet18_scratch', 'mask-rcnn_pdc-resnet18_scratch']
 
 
-def test_table_of_a_work_dir_needs_a_known_protocol(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match='not a protocol work_dir: no protocol.json'):
+def test_table_of_a_work_dir_needs_a_known_protocol(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A usage error of one line (exit 2), not a traceback."""
+    with pytest.raises(SystemExit) as info:
         protocol.main(['table', str(tmp_path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and 'not a protocol work_dir: no protocol.json' in err, err
+    assert 'Traceback' not in err
     changed = dict(protocol.PROTOCOLS['short'].to_json(), coco_train=17)
     (tmp_path / 'protocol.json').write_text(json.dumps(changed))
-    with pytest.raises(ValueError, match="none of the protocols of this version"):
+    with pytest.raises(SystemExit) as info:
         protocol.main(['table', str(tmp_path)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and 'none of the protocols of this version' in err, err
 
 
 def _write_scalars(work_dir: Path, run: str, records: list) -> None:

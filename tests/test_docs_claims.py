@@ -387,7 +387,7 @@ def test_the_model_hub_snippet_runs_and_prints_what_the_page_says(capsys):
     from mmpoly.utils.complexity import count_params
 
     code = _python_block('docs/en/model_zoo.md', 'list_models')
-    images, _ = fashion_mnist_test_images(1)
+    images, labels = fashion_mnist_test_images(1)
     namespace = dict(image=images[0])
     exec(compile(code, 'model_zoo.md', 'exec'), namespace)
     printed = ast.literal_eval(next(line for line in capsys.readouterr().out.splitlines()
@@ -396,6 +396,8 @@ def test_the_model_hub_snippet_runs_and_prints_what_the_page_says(capsys):
     assert printed == ast.literal_eval(comment.replace('# ', ''))
     keys = re.search(r'# (\{.*\})', code).group(1)
     assert sorted(namespace['result']) == sorted(re.findall(r"'(\w+)'", keys))
+    # the result is the zoo weights' (an untrained model's would be a guess)
+    assert namespace['result']['pred_label'] == labels[0]
     claimed = re.search(r"get_model\('pdc_resnet8_1xb128_fashion-mnist'\)\s*# (\w+), ([\d,]+)",
                         code)
     model = namespace['model']

@@ -10,6 +10,7 @@
 import errno
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections import namedtuple
@@ -55,6 +56,27 @@ def test_checkpoint_hook_rejects_a_mistyped_key_when_built() -> None:
 def test_disk_check_value_is_checked() -> None:
     with pytest.raises(ValueError, match=r"disk_check='warm'; allowed: 'error', 'warn'"):
         AtomicCheckpointHook(disk_check='warm')
+
+
+@pytest.mark.parametrize('interval', [0, -2, 1.5, '2', True])
+def test_checkpoint_interval_is_a_whole_number_or_minus_one(interval: object) -> None:
+    """mmengine skips every periodic save for these (silently): only the last was saved."""
+    with pytest.raises(ValueError, match=rf"AtomicCheckpointHook: interval={interval!r}; "
+                       r"allowed: a whole number >= 1 .*or -1"):
+        AtomicCheckpointHook(interval=interval)
+    with pytest.raises(ValueError, match=r'interval='):
+        AtomicCheckpointHook(interval)  # given by position, as mmengine's signature allows
+    assert AtomicCheckpointHook().interval == -1
+    assert AtomicCheckpointHook(3).interval == AtomicCheckpointHook(interval=3).interval == 3
+
+
+@pytest.mark.parametrize('max_listed', [-1, '5', 2.0, None])
+def test_non_finite_check_hook_max_listed_is_a_whole_number(max_listed: object) -> None:
+    """A bad value used to pass, then replace the NaN diagnosis by a TypeError at the NaN."""
+    with pytest.raises(ValueError, match=rf'max_listed must be a whole number >= 0.*got '
+                       rf'{re.escape(repr(max_listed))}'):
+        HOOKS.build(dict(type='NonFiniteCheckHook', max_listed=max_listed))
+    assert NonFiniteCheckHook(max_listed=0).max_listed == 0
 
 
 def test_check_hooks_reject_unknown_keys() -> None:

@@ -127,11 +127,12 @@ def test_nl_matches_equation(softmax):
 
 @pytest.mark.parametrize('softmax', [True, False])
 def test_dnl_matches_equation(softmax):
+    temperature = 0.5 if softmax else 0.05  # without the softmax it has no effect: refused
     block = random_double(DisentangledNonLocalBlock(12, reduction=4, use_softmax=softmax,
-                                                    norm_cfg=None, temperature=0.5))
+                                                    norm_cfg=None, temperature=temperature))
     x = torch.randn(2, 12, 4, 5, dtype=torch.float64)
-    torch.testing.assert_close(block(x), reference_dnl(block, x, softmax, 0.5), rtol=1e-10,
-                               atol=1e-10)
+    torch.testing.assert_close(block(x), reference_dnl(block, x, softmax, temperature),
+                               rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize('softmax', [True, False])
@@ -279,6 +280,30 @@ def test_default_init_is_identity_and_survives_the_backbone_init():
         block = NonLocalBlock(16, norm_cfg=None)  # mmcv's layout: a zero conv with a bias
         assert not block.conv_out.with_norm
         assert float(block.conv_out.conv.weight.abs().sum()) == 0
+
+
+def test_own_init_cfg_applies_over_the_default_init(tmp_path):
+    """mmengine runs a module's init_cfg before its ConvModules' own init_weights (Kaiming,
+    norm weight 1), which overwrote it; the block applies it over its default init."""
+    block = NonLocalBlock(8, reduction=2, init_cfg=dict(type='Normal', std=0.02, layer='Conv2d'))
+    block.init_weights()
+    with torch.no_grad():
+        for factor in block.input_factors():  # 32 weights each: std 0.02 within a factor 2
+            assert 0.01 < float(factor.conv.weight.std()) < 0.04
+        assert float(block.conv_out.norm.weight.abs().sum()) == 0  # not covered: still the gate
+        x = torch.randn(2, 8, 4, 4)
+        assert torch.equal(block(x), x)
+    block = PDCNonLocal3(8, reduction=2, spatial_size=(4, 4),
+                         init_cfg=dict(type='Constant', val=0.5, layer='BatchNorm2d'))
+    block.init_weights()
+    assert torch.equal(block.conv_out.norm.weight.detach(), torch.full((8, ), 0.5))
+    torch.save(block.state_dict(), tmp_path / 'block.pth')
+    loaded = PDCNonLocal3(8, reduction=2, spatial_size=(4, 4), init_cfg=[
+        dict(type='Pretrained', checkpoint=str(tmp_path / 'block.pth')),
+        dict(type='Normal', std=3.0, layer='Conv2d')])  # Pretrained wins, as in mmengine
+    loaded.init_weights()
+    for key, value in block.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
 
 
 @pytest.mark.parametrize('config', list(CIFAR_CONFIGS))

@@ -366,3 +366,17 @@ def test_benchmark_onnx_run(tmp_path, capsys):
         assert r['speedup']['onnx_vs_eager'] == pytest.approx(lat['eager'] / lat['onnxruntime'])
         assert r['images_per_s']['eager'] == pytest.approx(r['batch_size'] / lat['eager'])
     assert [c['batch_size'] for c in results['checks']] == [1] and results['passed']
+
+
+def test_onnx_speed_restores_the_process_thread_count():
+    from mmpoly.deploy import onnx_speed
+    before = torch.get_num_threads()
+    torch.set_num_threads(2 if before != 2 else 3)
+    try:
+        expected = torch.get_num_threads()
+        results = onnx_speed([str(REPO / 'configs' / 'resnet8_1xb128-1400i_fashion-mnist.py')],
+                             [1], threads=1, rounds=1, iters=1, warmup=0)
+        assert results[0]['threads'] == 1
+        assert torch.get_num_threads() == expected
+    finally:
+        torch.set_num_threads(before)

@@ -23,15 +23,17 @@ import torch
 from helpers import TOOLS, disk_full_at_fsync, experiment_name
 from mmengine.config import Config
 from mmengine.dataset import DefaultSampler
+from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.fileio import get_file_backend
 from mmengine.runner import Runner
 from mmengine.runner.checkpoint import save_checkpoint
 from test_engine import ToyDataset, ToyModel
 from test_tools import free_port, train
 
-from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBackend, ResumeError,
-                           RunLock, WorkDirLockedError, atomic_write, find_resume_candidates,
-                           install_atomic_saving, launcher, load_checkpoint_file,
+from mmpoly.engine import (LOCK_FILENAME, AtomicCheckpointHook, AtomicLocalBackend, DiskFullError,
+                           ResumeError, RunLock, WorkDirLockedError, atomic_write,
+                           find_resume_candidates, install_atomic_saving, launcher,
+                           load_checkpoint_file,
                            resume_problems, run_problems, select_checkpoint,
                            use_atomic_checkpoint_hook)
 from mmpoly.engine import saving as saving_mod
@@ -186,6 +188,63 @@ def test_hook_names_a_complete_file_and_prunes_only_after_saving(
     _toy_runner(tmp_path, 2, interval=1, max_keep_ckpts=1).train()
     assert (tmp_path / 'last_checkpoint').read_text() == str(tmp_path / 'epoch_2.pth')
     assert sorted(p.name for p in tmp_path.glob('*.pth')) == ['epoch_2.pth']
+
+
+class _RisingScore(BaseMetric):
+    """A validation score that improves at every evaluation: each one is a new best."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evaluations = 0
+
+    def process(self, data_batch: object, data_samples: object) -> None:
+        self.results.append(0)
+
+    def compute_metrics(self, results: list) -> dict:
+        self.evaluations += 1
+        return dict(score=float(self.evaluations))
+
+
+def _best_runner(work_dir: Path, max_epochs: int) -> Runner:
+    return Runner(
+        model=ToyModel(), work_dir=str(work_dir),
+        train_dataloader=dict(dataset=ToyDataset(), batch_size=4,
+                              sampler=dict(type='DefaultSampler', shuffle=True)),
+        val_dataloader=dict(dataset=ToyDataset(), batch_size=4,
+                            sampler=dict(type='DefaultSampler', shuffle=False)),
+        val_cfg=dict(), val_evaluator=Evaluator(_RisingScore()),
+        optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.01)),
+        train_cfg=dict(by_epoch=True, max_epochs=max_epochs, val_interval=1),
+        default_hooks=dict(checkpoint=dict(type='mmengine.AtomicCheckpointHook', interval=1,
+                                           save_best='score', rule='greater')),
+        randomness=dict(seed=0), experiment_name=experiment_name('reliability-best'))
+
+
+def test_previous_best_checkpoint_is_deleted_only_after_the_new_one_is_saved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mmengine deletes best_score_epoch_1.pth before it writes best_score_epoch_2.pth: a save
+    that fails there (here: a full disk) left no best checkpoint. mmpoly deletes it after."""
+    runner = _best_runner(tmp_path, 2)
+    save = runner.save_checkpoint
+
+    def disk_full_for_the_second_best(out_dir: str, filename: str, *args: object,
+                                      **kwargs: object) -> None:
+        if filename == 'best_score_epoch_2.pth':
+            raise DiskFullError(str(tmp_path / filename), 10, 0, 'No space left')
+        save(out_dir, filename, *args, **kwargs)
+
+    monkeypatch.setattr(runner, 'save_checkpoint', disk_full_for_the_second_best)
+    with pytest.raises(DiskFullError, match='previous best checkpoint .*best_score_epoch_1.pth '
+                       'is intact'):
+        runner.train()
+    assert sorted(p.name for p in tmp_path.glob('*.pth')) == \
+        ['best_score_epoch_1.pth', 'epoch_1.pth', 'epoch_2.pth']
+    assert load_checkpoint_file(str(tmp_path / 'best_score_epoch_1.pth'))['meta']['epoch'] == 1
+    # the same run without the failure replaces the best checkpoint as mmengine does
+    shutil.rmtree(tmp_path)
+    _best_runner(tmp_path, 2).train()
+    assert sorted(p.name for p in tmp_path.glob('best_*.pth')) == ['best_score_epoch_2.pth']
+    assert _litter(tmp_path) == []
 
 
 # --------------------------------------------------------------------------- resume (units)

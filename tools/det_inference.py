@@ -16,11 +16,15 @@ by one with ``os.replace``: each replaces a file of the same name from an earlie
 tool says how many it replaced, and other files are kept). A run that fails or is interrupted
 removes the temporary folder and leaves ``--out-dir`` as it was.
 
-Checked before any image is read: the inputs (images OpenCV can read, folders holding some; no
-two with the same name, whose outputs would overwrite each other), ``--palette``, ``--device``,
+Checked before the model is built: the inputs (images that decode, folders holding some; no two
+with the same name, whose outputs would overwrite each other), ``--palette``, ``--device``,
 ``--out-dir`` (a folder, whose ``vis`` and ``preds``, if there, are folders without a folder of
 an output file's name), the config (a detector's), ``--cfg-options`` keys and the checkpoint,
 which must fit the model (mmdet would load what fits and detect with the rest left random).
+Every input is decoded once up front exactly as the run decodes it: by ``mmcv.imfrombytes`` with
+the ``color_type`` and ``imdecode_backend`` of the config's test ``LoadImageFromFile`` (after
+``--cfg-options``), and as mmdet's visualiser reads it (mmcv's default backend, colour). OpenCV's
+``imread`` returns the top part of a truncated JPEG, ``imdecode`` (mmcv's) returns nothing.
 """
 import argparse
 import json
@@ -74,7 +78,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if osp.exists(args.out_dir) and not osp.isdir(args.out_dir):
         parser.error(f'--out-dir {args.out_dir!r} is a file, not a folder')
     try:
-        args.images = list_images(args.inputs)
+        args.images = list_images(args.inputs, image_decoders(args.config, args.cfg_options))
     except ValueError as error:
         parser.error(str(error))
     problem = output_conflict(args.out_dir, output_files(args.images))
@@ -105,17 +109,70 @@ def _device_problem(device: str) -> Optional[str]:
     return None
 
 
-def list_images(inputs: Sequence[str]) -> List[str]:
+#: How mmcv's ``LoadImageFromFile`` decodes when the config does not say: ``(color_type,
+#: imdecode_backend)``, its defaults.
+DEFAULT_DECODER = ('color', 'cv2')
+
+
+def image_decoders(config: str, cfg_options: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """How a run of ``config`` (with ``cfg_options`` merged) decodes an input image: ``(flag,
+    backend)`` of ``mmcv.imfrombytes`` for the test pipeline's ``LoadImageFromFile`` (its
+    ``color_type`` and ``imdecode_backend``), then for mmdet's visualiser, which decodes the
+    file again with mmcv's default backend in colour. A config that does not load (reported
+    later, by name) is taken to use the defaults, :data:`DEFAULT_DECODER`."""
+    from mmcv.image import io as mmcv_io
+    loader: Tuple[str, str] = DEFAULT_DECODER
+    try:
+        cfg = Config.fromfile(config)
+        if cfg_options:
+            cfg.merge_from_dict(cfg_options)
+        pipeline = cfg.test_dataloader.dataset.pipeline
+    except Exception:  # the config's problems are reported after the arguments' (main)
+        pipeline = []
+    for transform in pipeline:
+        kind = transform.get('type') if hasattr(transform, 'get') else None
+        name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
+        if name.split('.')[-1] == 'LoadImageFromFile':
+            loader = (transform.get('color_type', DEFAULT_DECODER[0]),
+                      transform.get('imdecode_backend', DEFAULT_DECODER[1]))
+            break
+    visualiser = ('color', mmcv_io.imread_backend)
+    return [loader] if visualiser == loader else [loader, visualiser]
+
+
+def decode_problem(image: str, decoders: Sequence[Tuple[str, str]]) -> Optional[str]:
+    """Why ``image`` does not decode as each of ``decoders`` (``(flag, backend)`` of
+    ``mmcv.imfrombytes``, :func:`image_decoders`) decodes it (None if it does)."""
+    import cv2
+    import mmcv
+    with open(image, 'rb') as f:
+        content = f.read()
+    for flag, backend in decoders:
+        if backend == 'cv2' and not cv2.haveImageReader(image):
+            return 'is not an image OpenCV can read'
+        try:
+            decoded = mmcv.imfrombytes(content, flag=flag, backend=backend)
+            reason = None if decoded is not None and decoded.size else 'returns no image'
+        except Exception as error:  # pillow, turbojpeg and tifffile raise on damaged files
+            reason = f'fails: {type(error).__name__}: {error}'
+        if reason:
+            return (f'does not decode (a truncated or damaged image file?): '
+                    f'mmcv.imfrombytes(flag={flag!r}, backend={backend!r}), as the run would '
+                    f'read it, {reason}')
+    return None
+
+
+def list_images(inputs: Sequence[str],
+                decoders: Sequence[Tuple[str, str]] = (DEFAULT_DECODER, )) -> List[str]:
     """The image files of ``inputs`` (files, and the images of folders, not recursive), in order.
 
     Raises:
-        ValueError: an input does not exist, is no image OpenCV can read or decode (every
-            image is decoded once up front: a damaged one stops the run before any output), or
-            a folder holds no image; or two images have the same file name without its suffix
-            (their drawn images or their predictions, ``preds/<name>.json``, would overwrite
-            each other).
+        ValueError: an input does not exist, does not decode as each of ``decoders`` decodes it
+            (:func:`decode_problem`: every image is decoded once up front, as the run decodes
+            it, so that a damaged one stops the run before any output), or a folder holds no
+            image; or two images have the same file name without its suffix (their drawn
+            images or their predictions, ``preds/<name>.json``, would overwrite each other).
     """
-    import cv2
     images: List[str] = []
     for path in inputs:
         if osp.isdir(path):
@@ -130,12 +187,10 @@ def list_images(inputs: Sequence[str]) -> List[str]:
             raise ValueError(f'input {path!r} does not exist')
         else:
             images.append(path)
-    for image in images:  # decoded as mmdet's LoadImageFromFile does: a damaged file fails now
-        if not cv2.haveImageReader(image):
-            raise ValueError(f'input {image!r} is not an image OpenCV can read')
-        if cv2.imread(image, cv2.IMREAD_COLOR) is None:
-            raise ValueError(f'input {image!r} does not decode (a truncated or damaged image '
-                             'file?): OpenCV reads its header but not its pixels')
+    for image in images:  # decoded as the run will decode it: a damaged file fails now
+        problem = decode_problem(image, decoders)
+        if problem:
+            raise ValueError(f'input {image!r} {problem}')
     by_name: Dict[str, str] = {}
     for image in images:
         name = osp.splitext(osp.basename(image))[0]

@@ -3,6 +3,7 @@ CPU scale, on offline data, through the shipped configs, in one resumable comman
 
     python tools/detection_protocol.py run                       # the full protocol
     python tools/detection_protocol.py run --protocol short      # the slow test's short version
+    python tools/detection_protocol.py run --seed 1              # another seed, its own work_dir
     # on 2 cores: two lanes side by side, one thread each (the last one writes the report)
     python tools/detection_protocol.py run --backbone resnet18 --threads 1 &
     python tools/detection_protocol.py run --backbone pdc-resnet18 --threads 1
@@ -696,11 +697,20 @@ class ProtocolRun:
             return cls(protocol_of(json.load(f), path), work_dir)
 
 
+def with_seed(protocol: Protocol, seed: Optional[int]) -> Protocol:
+    """``protocol`` run with another ``seed`` (``run --seed``; None: its own): the data, the
+    pretraining and the fine-tuning all take it."""
+    return protocol if seed is None else dataclasses.replace(protocol, seed=seed)
+
+
 def protocol_of(fixed: dict, source: str) -> Protocol:
-    """The protocol of this version whose JSON is ``fixed`` (read from ``source``)."""
+    """The protocol of this version whose JSON is ``fixed`` (read from ``source``), with the
+    seed it names (``run --seed``)."""
     for protocol in PROTOCOLS.values():
-        if protocol.to_json() == fixed:
-            return protocol
+        seed = fixed.get('seed') if isinstance(fixed, dict) else None
+        if isinstance(seed, int) and not isinstance(seed, bool) and \
+                with_seed(protocol, seed).to_json() == fixed:
+            return with_seed(protocol, seed)
     raise ValueError(f'{source}: its protocol is none of the protocols of this version '
                      f'({sorted(PROTOCOLS)}): it was changed after the run began')
 
@@ -888,7 +898,125 @@ def _threads(value: str) -> int:
     return threads
 
 
+def _seed(value: str) -> int:
+    """``--seed``: a whole number from 0 to 2**32 - 1 (numpy's and torch's seed range)."""
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**32:
+        raise argparse.ArgumentTypeError(f'{value!r}; allowed: a whole number from 0 to '
+                                         f'{2**32 - 1}')
+    return seed
+
+
+def default_work_dir(protocol: str, seed: Optional[int]) -> str:
+    """``run``'s work_dir without ``--work-dir``: ``work_dirs/detection_protocol``, with
+    ``_<protocol>`` for another protocol than ``full`` and ``_seed<N>`` for another seed than
+    the protocol's."""
+    name = 'detection_protocol' + ('' if protocol == 'full' else f'_{protocol}')
+    if seed is not None and seed != PROTOCOLS[protocol].seed:
+        name += f'_seed{seed}'
+    return osp.join('work_dirs', name)
+
+
+def _run_problem(args: argparse.Namespace) -> Optional[str]:
+    """Why ``run``'s options cannot run (None if they can): a --backbone or --case the
+    protocol does not have, none of the cases in both, a work_dir of another protocol."""
+    protocol = with_seed(PROTOCOLS[args.protocol], args.seed)
+    backbones = list(protocol.classifiers)
+    unknown = [b for b in args.backbone or () if b not in backbones]
+    if unknown:
+        return (f'--backbone {" ".join(unknown)}: not in protocol {protocol.name!r}; allowed: '
+                f'{", ".join(backbones)}')
+    names = [c.name for c in protocol.cases]
+    unknown = [c for c in args.case or () if c not in names]
+    if unknown:
+        return (f'--case {" ".join(unknown)}: not a case of protocol {protocol.name!r}; '
+                f'allowed: {", ".join(names)}')
+    lane = set(args.backbone or backbones)
+    if not any(c.backbone in lane and (args.case is None or c.name in args.case)
+               for c in protocol.cases):
+        return (f'--case {" ".join(args.case or ())} with --backbone {" ".join(sorted(lane))}: '
+                'no case of the protocol is both; allowed: cases of those backbones')
+    path = osp.join(args.work_dir, 'protocol.json')
+    if osp.isfile(path):
+        try:
+            with open(path) as f:
+                fixed = json.load(f)
+        except (OSError, ValueError) as error:
+            return f'--work-dir {args.work_dir!r}: {path} cannot be read ({error})'
+        if fixed != protocol.to_json():
+            ours = protocol.to_json()
+            changed = sorted(k for k in set(fixed) | set(ours) if fixed.get(k) != ours.get(k))
+            theirs = ', '.join(f'{k}={fixed.get(k)!r}' for k in changed if k != 'cases')
+            return (f'--work-dir {args.work_dir!r} was started under another protocol '
+                    f'(differs in {", ".join(changed)}; there: {theirs or "other cases"}); '
+                    'use another --work-dir, or the options it was started with')
+    elif osp.exists(args.work_dir) and not osp.isdir(args.work_dir):
+        return f'--work-dir {args.work_dir!r} is a file, not a folder'
+    return None
+
+
+def _work_dir_problem(work_dir: str, option: str = 'WORK_DIR') -> Optional[str]:
+    """Why ``work_dir`` is not a protocol work_dir of this version (None if it is)."""
+    fix = 'give the work_dir of a `tools/detection_protocol.py run` (its --work-dir)'
+    if not osp.exists(work_dir):
+        return f'{option} {work_dir!r} does not exist; {fix}'
+    try:
+        ProtocolRun.of_work_dir(work_dir)
+    except FileNotFoundError as error:
+        return f'{option}: {error}; {fix}'
+    except (OSError, ValueError) as error:  # unreadable JSON, a protocol of another version
+        return f'{option}: {error}'
+    return None
+
+
+def _table_parts(args: argparse.Namespace) -> Tuple[Optional[List[dict]], Optional[str]]:
+    """The results of ``table``'s sources, each a results JSON or a protocol work_dir; or why
+    one cannot be read."""
+    parts = []
+    for source in args.results:
+        if osp.isdir(source):
+            problem = _work_dir_problem(source, 'RESULTS')
+            if problem:
+                return None, problem
+            parts.append(ProtocolRun.of_work_dir(source).results())
+            continue
+        if not osp.isfile(source):
+            return None, (f'RESULTS {source!r} does not exist; allowed: a results.json of a '
+                          'run, or the work_dir of a run')
+        try:
+            with open(source) as f:
+                part = json.load(f)
+        except (OSError, ValueError) as error:
+            return None, f'RESULTS {source!r} is not a readable JSON file ({error})'
+        keys = ('protocol', 'cases', 'pretrain', 'findings')
+        if not isinstance(part, dict) or not set(keys) <= set(part):
+            return None, (f'RESULTS {source!r} is not a results JSON of this tool (it needs '
+                          f'the keys {", ".join(keys)})')
+        parts.append(part)
+    return parts, None
+
+
+def _page_problem(page: str) -> Optional[str]:
+    """Why ``table --write PAGE`` cannot replace the table of ``page`` (None if it can)."""
+    if not osp.isfile(page):
+        return (f'--write {page!r} does not exist; give the page holding the table block '
+                f'({TABLE_START} ... {TABLE_END}), e.g. docs/en/detection.md')
+    try:
+        with open(page, encoding='utf-8') as f:
+            text = f.read()
+    except (OSError, ValueError) as error:
+        return f'--write {page!r} cannot be read ({error})'
+    if TABLE_START not in text or TABLE_END not in text:
+        return f'--write {page!r} has no {TABLE_START} ... {TABLE_END} block'
+    return None
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    """The command line, checked: a bad one is a usage error (status 2) naming the option or
+    argument, its value and what is allowed, before any stage runs or anything is written."""
     parser = argparse.ArgumentParser(prog='tools/detection_protocol.py',
                                      description=__doc__.split('\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
@@ -905,6 +1033,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                      'mask-rcnn_resnet18_scratch) and the pretraining they need')
     run.add_argument('--threads', type=_threads, default=None,
                      help='CPU threads of each stage (OMP_NUM_THREADS; default: torch\'s)')
+    run.add_argument('--seed', type=_seed, default=None,
+                     help="the seed of the data, the pretraining and the fine-tuning (default: "
+                     "the protocol's, 0); recorded in protocol.json and results.json. Another "
+                     "seed needs its own work_dir: the default one then ends in _seed<N>")
     for name, text in (
             ('training-split', 'score the finished pretrained Mask R-CNN cases of a work_dir on '
              'training images (the report does it too; this runs it before the other cases '
@@ -921,7 +1053,24 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     table.add_argument('--write', metavar='PAGE',
                        help=f'replace the table block of this page and copy the JSON next to it '
                        f'({RESULTS_NEXT_TO_PAGE})')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == 'run':
+        args.work_dir = args.work_dir or default_work_dir(args.protocol, args.seed)
+        problem = _run_problem(args)
+    elif args.command in ('training-split', 'report'):
+        problem = _work_dir_problem(args.work_dir)
+    else:
+        problem = _page_problem(args.write) if args.write else None
+        if problem is None:
+            args.parts, problem = _table_parts(args)
+        if problem is None and len(args.parts) > 1:
+            try:
+                merge_results(args.parts, args.results)
+            except ValueError as error:
+                problem = f'RESULTS: {error}'
+    if problem:
+        parser.error(problem)
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
@@ -938,21 +1087,12 @@ def main(argv: Optional[Sequence[str]] = None) -> Optional[dict]:
         run = ProtocolRun.of_work_dir(args.work_dir)
         return run.report(run.results())
     if args.command == 'run':
-        work_dir = args.work_dir or osp.join(
-            'work_dirs', 'detection_protocol' + ('' if args.protocol == 'full'
-                                                 else f'_{args.protocol}'))
-        results = ProtocolRun(PROTOCOLS[args.protocol], work_dir).run(args.backbone,
-                                                                      args.case)
+        protocol = with_seed(PROTOCOLS[args.protocol], args.seed)
+        results = ProtocolRun(protocol, args.work_dir).run(args.backbone, args.case)
         if results is not None:
             print(render_table(results))
         return results
-    parts = []
-    for source in args.results:
-        if osp.isdir(source):
-            parts.append(ProtocolRun.of_work_dir(source).results())
-        else:
-            with open(source) as f:
-                parts.append(json.load(f))
+    parts = args.parts
     results = parts[0] if len(parts) == 1 else merge_results(parts, args.results)
     table = render_table(results)
     if args.write:  # the page's table and, next to it, the JSON it was generated from

@@ -6,7 +6,11 @@
 # parameter count and the curve's path.
 #
 #   WORK_DIR  where logs and checkpoints go (default: work_dirs/main_job)
-#   Extra arguments go to tools/train.py (e.g. --cfg-options train_cfg.max_epochs=1).
+#   Extra arguments go to tools/train.py (e.g. --cfg-options train_cfg.max_epochs=1); not
+#   --work-dir (nor --cfg-options work_dir=...): the job reads the checkpoint, the metrics and
+#   the logs from $WORK_DIR, so it is refused, with a hint to set WORK_DIR instead.
+#   The parameter count is that of the config the run dumped into $WORK_DIR (its --cfg-options
+#   included).
 #
 # Run again: tools/train.py refuses a new run in a work_dir that holds an earlier run's
 # checkpoints, so without --resume an earlier run in $WORK_DIR (its *.pth or last_checkpoint) is
@@ -14,6 +18,18 @@
 # With --resume the run in $WORK_DIR is continued instead. A work_dir in use by a live training
 # run is left where it is (tools/train.py then names that run).
 set -euo pipefail
+# The work_dir is $WORK_DIR: train.py's --work-dir (or an abbreviation argparse takes, --work
+# ...) or a work_dir option would train elsewhere while this script reads $WORK_DIR (failing,
+# or with --resume reporting an older run there). Refused before anything is set up.
+for arg in "$@"; do
+    case "${arg%%=*}" in
+        --w|--wo|--wor|--work|--work-|--work-d|--work-di|--work-dir|work_dir)
+            echo "run_main_job.sh: error: '$arg': the main job's work_dir is \$WORK_DIR (default" \
+                "work_dirs/main_job), where it reads the checkpoint and the logs back; set" \
+                "WORK_DIR=DIR instead, e.g. WORK_DIR=DIR bash tools/run_main_job.sh" >&2
+            exit 2 ;;
+    esac
+done
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$REPO/tools/setup_env.sh"
 PY="${MMPOLY_VENV:-$REPO/.venv}/bin/python"
@@ -61,8 +77,16 @@ CURVES_OK=1
     --title "main job: $(basename "$CONFIG" .py)" \
     || { CURVES="not written (plot_curves.py failed, see above)"; CURVES_OK=0; }
 
-"$PY" - "$CONFIG" "$WORK_DIR/test_metrics.json" "$((trained - start))" "$((end - trained))" \
-    "$CURVES" <<'PY'
+# The parameters of the model as trained: the config mmengine's Runner dumped into the work_dir
+# (Runner.dump_config: <work_dir>/<config file name>), with the --cfg-options of this run.
+TRAINED_CONFIG="$WORK_DIR/$(basename "$CONFIG")"
+if [ ! -f "$TRAINED_CONFIG" ]; then
+    echo "run_main_job.sh: $TRAINED_CONFIG (the config the run dumped) is missing; counting the" \
+        "parameters of $CONFIG without this run's --cfg-options" >&2
+    TRAINED_CONFIG="$CONFIG"
+fi
+"$PY" - "$CONFIG" "$TRAINED_CONFIG" "$WORK_DIR/test_metrics.json" "$((trained - start))" \
+    "$((end - trained))" "$CURVES" <<'PY'
 import json
 import sys
 
@@ -71,10 +95,10 @@ from mmengine.config import Config
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import count_params, build_model
 
-config, metrics_file, train_s, test_s, curves = sys.argv[1:]
+config, trained_config, metrics_file, train_s, test_s, curves = sys.argv[1:]
 register_all_modules()
 metrics = json.load(open(metrics_file))
-params = count_params(build_model(Config.fromfile(config)))
+params = count_params(build_model(Config.fromfile(trained_config)))
 print('=' * 72)
 print(f'main job: {config}')
 print(f'Fashion-MNIST test set (10,000 images): top-1 accuracy {metrics["accuracy/top1"]:.2f}%')

@@ -12,12 +12,14 @@ new run (no ``--resume``) refuses a work_dir holding an earlier run's checkpoint
 loaded strictly (its weights must fit the model; ``--non-strict`` loads the matching ones with a
 warning); a distributed collective waits at most ``env_cfg.dist_cfg.timeout`` seconds (default 300
 on the CPU). Start-up mistakes (config file, --cfg-options key, training loop lengths, work_dir,
-checkpoint, missing data) end in one message before the Runner is built, and so do the refusals
-above; top-level config keys that mmengine would ignore without a word (mmcv 1.x keys such as
-``lr_config``, typos such as ``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
+checkpoint, missing data, compile_model, dist_cfg, hook options, dataloader workers) end in one
+message before the Runner is built, and so do the refusals above; top-level config keys that
+mmengine would ignore without a word (mmcv 1.x keys such as ``lr_config``, typos such as
+``param_schedulr``) are warned about (:mod:`mmpoly.utils.startup`).
 """
 import argparse
 import contextlib
+import difflib
 import os
 import os.path as osp
 from typing import Any, Optional, Sequence
@@ -26,12 +28,14 @@ from mmengine.config import Config, ConfigDict, DictAction
 
 from mmpoly.engine import (STARTUP_REFUSALS, RunLock, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
-from mmpoly.engine.compile import apply_compile, config_compile_kwargs, configure_amp
+from mmpoly.engine.compile import (apply_compile, config_compile_kwargs, configure_amp,
+                                   torch_compile_kwargs)
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.engine.resume import checkpoint_folder, find_resume_candidates
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_datasets, check_dist_cfg, check_no_earlier_run,
+                                  check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
+                                  check_no_earlier_run, check_pretrained_backbone,
                                   check_train_loop, check_work_dir, launcher_rank, load_config,
                                   same_checkpoint, startup_errors, warn_ignored_keys)
 
@@ -215,18 +219,18 @@ def new_run_load_from(config: Config, args: argparse.Namespace) -> Optional[str]
 
 def check_startup(cfg: Config, args: argparse.Namespace,
                   start_from: Optional[str] = None) -> None:
-    """Refuse, before the Runner is built, a checkpoint that does not exist, a training loop
-    length or interval that is not a whole number >= 1, a bad ``compile_model`` or
-    ``env_cfg.dist_cfg``, an unusable work_dir and missing data, and warn about top-level config
-    keys that have no effect (:mod:`mmpoly.utils.startup`). ``start_from``
+    """Refuse, before the Runner is built, a checkpoint that does not exist (also a backbone's
+    ``Pretrained`` one), a training loop length or interval that is not a whole number >= 1, a
+    bad ``compile_model`` (:func:`check_compile`) or ``env_cfg.dist_cfg``, an unknown hook
+    option, an unusable work_dir, a dataloader's bad ``num_workers`` or ``persistent_workers``
+    and missing data (of the validation loader too), and warn about top-level config keys that
+    have no effect (:mod:`mmpoly.utils.startup`). ``start_from``
     (:func:`new_run_load_from`) is checked when the work_dir holds no checkpoint to resume."""
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_train_loop(cfg)
     check_dist_cfg(cfg)
-    try:
-        config_compile_kwargs(cfg)
-    except ValueError as error:  # a bad torch.compile option, or mmengine's compile beside it
-        raise StartupError(str(error)) from None
+    check_compile(cfg)
+    check_hooks(cfg)
     if args.non_strict and cfg.get('resume'):
         raise StartupError('--non-strict applies to load_from, not to --resume: a resumed '
                            'checkpoint must fit the model (its optimizer state continues). '
@@ -247,9 +251,40 @@ def check_startup(cfg: Config, args: argparse.Namespace,
                          'so --resume starts a new run from the config\'s load_from: fix it in '
                          'the config or with --cfg-options load_from=PATH (load_from=None '
                          'trains from scratch)')
+    check_pretrained_backbone(cfg)
     check_work_dir(cfg.work_dir)
-    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') else [])
+    # val_cfg = dict() (every config's) is falsy but validates; --no-validate sets it to None
+    loaders = ['train_dataloader'] + (['val_dataloader'] if cfg.get('val_cfg') is not None
+                                      else [])
+    check_dataloaders(cfg, loaders, '--no-persistent-workers')
     check_datasets(cfg, loaders)
+
+
+def check_compile(cfg: Config) -> None:
+    """Refuse a ``compile_model`` that ``torch.compile`` would refuse once the Runner is built:
+    an unknown option or a value that is not a dict (:func:`config_compile_kwargs`), a
+    ``mode`` inductor does not have (:func:`torch_compile_kwargs`) and a ``backend`` name that
+    ``torch._dynamo`` does not list."""
+    try:
+        kwargs = config_compile_kwargs(cfg)
+        if kwargs is None:
+            return
+        torch_compile_kwargs(kwargs)
+    except ValueError as error:  # a bad torch.compile option, or mmengine's compile beside it
+        raise StartupError(str(error)) from None
+    backend = kwargs.get('backend', 'inductor')
+    if isinstance(backend, str):
+        import torch._dynamo
+        backends = torch._dynamo.list_backends(exclude_tags=())  # debug ones (eager) too
+        if backend not in backends:
+            close = difflib.get_close_matches(backend, backends, n=3)
+            close = f' (close matches: {", ".join(close)})' if close else ''
+            raise StartupError(f'compile_model: backend {backend!r} is not a torch.compile '
+                               f'backend{close}; allowed: '
+                               f'{", ".join(torch._dynamo.list_backends())} and the debug '
+                               'backends of torch._dynamo.list_backends(exclude_tags=()) (e.g. '
+                               'eager, aot_eager). Set compile_model.backend in the config or '
+                               'with --cfg-options compile_model.backend=NAME')
 
 
 def check_startup_locked(cfg: Config) -> None:

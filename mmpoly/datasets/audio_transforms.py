@@ -363,13 +363,17 @@ class AudioBackgroundNoise(BaseTransform):
     gives in ``results['background_noise_dir']`` (:class:`SpeechCommands` gives its
     ``_background_noise_``, so the pipeline follows ``data_root``). Applied to the STFT when the
     pipeline has made one (the noise gets the same STFT; the STFT is linear), otherwise to the
-    waveform.
+    waveform. ``sample_rate`` (that of the noise files) must be the clip's
+    (``results['sample_rate']``): a mismatch is a ValueError naming both.
     """
 
     def __init__(self, noise_dir: Optional[str] = None, max_ratio: float = 0.45,
                  prob: float = 0.5, sample_rate: int = 16000) -> None:
         _check('AudioBackgroundNoise', 'max_ratio', max_ratio, 'a number in [0, 1]',
                _is_number(max_ratio) and 0.0 <= max_ratio <= 1.0)
+        _check('AudioBackgroundNoise', 'noise_dir', noise_dir,
+               "None (the dataset's results['background_noise_dir']) or a folder path (str)",
+               noise_dir is None or isinstance(noise_dir, str))
         self.noise_dir = noise_dir
         self.max_ratio = float(max_ratio)
         self.prob = _check_prob('AudioBackgroundNoise', prob)
@@ -404,6 +408,14 @@ class AudioBackgroundNoise(BaseTransform):
         return noise[start:start + length]
 
     def transform(self, results: dict) -> dict:
+        rate = results.get('sample_rate')
+        if rate is not None and rate != self.sample_rate:
+            raise ValueError(
+                f'AudioBackgroundNoise.sample_rate={self.sample_rate} does not match the audio, '
+                f"which is at {rate} Hz (results['sample_rate'], set by LoadAudioFromFile): the "
+                'noise would be mixed in at the wrong rate. Give AudioBackgroundNoise and '
+                'LoadAudioFromFile the same sample_rate, e.g. '
+                f'AudioBackgroundNoise(sample_rate={rate})')
         if np.random.rand() >= self.prob:
             return results
         noise_dir = self.noise_dir
@@ -508,6 +520,12 @@ class LogMelSpectrogram(BaseTransform):
     Uses ``results['stft']`` when the pipeline made one (the augmented training path), else the
     STFT of ``results['audio']`` with ``n_fft`` / ``hop_length``. A 1-s 16 kHz clip with the
     defaults gives 32 × 32. Removes ``audio`` and ``stft`` from the results.
+
+    ``sample_rate`` must be the rate :class:`LoadAudioFromFile` gives
+    (``results['sample_rate']``), and ``n_fft`` / ``hop_length`` those of the pipeline's
+    :class:`AudioToSTFT` when there is one: a mismatch is a ValueError naming both values (the
+    mel filters would not fit the data). ``n_mels`` so large that some mel filter covers no FFT
+    bin is refused too.
     """
 
     def __init__(self, n_mels: int = 32, sample_rate: int = 16000, n_fft: int = 2048,
@@ -520,20 +538,56 @@ class LogMelSpectrogram(BaseTransform):
         _check(owner, 'top_db', top_db, 'None or a number >= 0',
                top_db is None or _is_number(top_db) and top_db >= 0)
         self.top_db = top_db
-        self._filters: Dict[int, np.ndarray] = {}
+        filters = mel_filterbank(self.sample_rate, self.n_fft, self.n_mels)
+        empty = int((filters.max(axis=1) <= 0).sum())
+        if empty:
+            raise ValueError(
+                f'{owner}.n_mels={self.n_mels} is too many for n_fft={self.n_fft} at '
+                f'sample_rate={self.sample_rate}: {empty} of the {self.n_mels} mel filters cover '
+                f'none of the 1 + n_fft // 2 = {1 + self.n_fft // 2} FFT bins and would give '
+                'constant features; use fewer mel bands or a larger n_fft')
+        self._filters = filters.astype(np.float64)
+
+    def _check_data(self, results: dict) -> None:
+        """Refuse results made with another sample rate, n_fft or hop_length than this
+        transform's (its mel filters would not fit them)."""
+        owner = type(self).__name__
+        rate = results.get('sample_rate')
+        if rate is not None and rate != self.sample_rate:
+            raise ValueError(
+                f'{owner}.sample_rate={self.sample_rate} does not match the audio, which is at '
+                f"{rate} Hz (results['sample_rate'], set by LoadAudioFromFile): its mel filters "
+                f'would be those of the wrong rate. Give LogMelSpectrogram and LoadAudioFromFile '
+                f'the same sample_rate, e.g. {owner}(sample_rate={rate})')
+        if 'stft' not in results:
+            return
+        params = results.get('stft_params')
+        if params is not None:
+            wrong = [(name, getattr(self, name), params[name]) for name in ('n_fft', 'hop_length')
+                     if name in params and params[name] != getattr(self, name)]
+            if wrong:
+                mine = ', '.join(f'{name}={value}' for name, value, _ in wrong)
+                theirs = ', '.join(f'{name}={value}' for name, _, value in wrong)
+                raise ValueError(
+                    f'{owner}({mine}) does not match the STFT in results, which AudioToSTFT made '
+                    f'with {theirs}: give both transforms the same n_fft and hop_length, e.g. '
+                    f"{owner}(n_fft={params.get('n_fft', self.n_fft)}, "
+                    f"hop_length={params.get('hop_length', self.hop_length)})")
+        bins = np.shape(results['stft'])[0] if np.ndim(results['stft']) == 2 else None
+        if bins != 1 + self.n_fft // 2:
+            raise ValueError(
+                f"{owner}: results['stft'] has shape {np.shape(results['stft'])}, but "
+                f'n_fft={self.n_fft} needs (1 + n_fft // 2, frames) = ({1 + self.n_fft // 2}, '
+                'frames); make the STFT with AudioToSTFT(n_fft=...) of the same n_fft')
 
     def transform(self, results: dict) -> dict:
+        self._check_data(results)
         if 'stft' in results:
             spec = results['stft']
-            n_fft = results.get('stft_params', {}).get('n_fft', self.n_fft)
         else:
             _require(results, 'audio', 'LogMelSpectrogram', 'LoadAudioFromFile')
-            n_fft = self.n_fft
-            spec = stft(results['audio'], n_fft, self.hop_length)
-        if n_fft not in self._filters:
-            self._filters[n_fft] = mel_filterbank(self.sample_rate, n_fft,
-                                                  self.n_mels).astype(np.float64)
-        mel = _apply_filters(self._filters[n_fft], np.abs(spec).astype(np.float64)**2)
+            spec = stft(results['audio'], self.n_fft, self.hop_length)
+        mel = _apply_filters(self._filters, np.abs(spec).astype(np.float64)**2)
         img = power_to_db(mel, top_db=self.top_db).astype(np.float32)
         for key in ('audio', 'stft', 'stft_params'):
             results.pop(key, None)

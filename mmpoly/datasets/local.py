@@ -2,12 +2,15 @@
 
 Each class keeps the upstream on-disk format and loader, and adds what an offline machine needs:
 a missing ``data_root`` or file raises a FileNotFoundError that names the path and says how to
-get the data; checksums can be switched off (small files made in the same format, for tests).
+get the data (``check_data`` raises it from a dataset config, before the Runner is built);
+checksums can be switched off (small files made in the same format, for tests).
 """
 import os.path as osp
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
+import numpy as np
 from mmengine.fileio import exists, join_path
+from mmengine.utils import is_abs
 from mmpretrain.datasets import CIFAR10, CIFAR100, FashionMNIST
 from mmpretrain.datasets.mnist import read_sn3_pascalvincent_tensor
 from mmpretrain.datasets.utils import check_md5
@@ -21,13 +24,42 @@ def _missing_data_error(dataset: str, root: str, missing: List[str], how_to_get:
     return FileNotFoundError(f'{dataset}: data_root {root!r} {what}. {how_to_get}')
 
 
+def _check_split(dataset: str, split: object) -> None:
+    """``split`` must be 'train' or 'test' (mmpretrain only asserts it)."""
+    if not isinstance(split, str) or split not in ('train', 'test'):
+        raise ValueError(f"{dataset}: split must be 'train' or 'test', got {split!r}")
+
+
+def _check_flags(dataset: str, **flags: object) -> None:
+    """Each flag must be a bool: a string such as 'no' would count as true."""
+    for name, value in flags.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f'{dataset}: {name} must be True or False, got {value!r}')
+
+
+def _config_root(cfg: Mapping, default: str = '') -> Optional[str]:
+    """The folder a dataset config's files are read from, as the dataset joins it
+    (``data_root`` / ``data_prefix``, see ``BaseDataset._join_prefix``); None when it cannot be
+    checked without building the dataset: no folder given (the dataset reports that), a value
+    that is not a string, or a remote one (``s3://...``)."""
+    data_root, prefix = cfg.get('data_root', default), cfg.get('data_prefix', '')
+    if not isinstance(data_root, str) or not isinstance(prefix, str) \
+            or '://' in data_root + prefix:
+        return None
+    root = join_path(data_root, prefix) if data_root and not is_abs(prefix) else prefix
+    return root or None
+
+
 class _LocalCIFARMixin:
     """CIFAR in the "python version" format: pickled batches under ``data_root/base_folder``.
 
     Args:
         verify_checksums: compare every file with the official md5 (True for real data; False
             for files made in the same format, e.g. in tests).
-        Other args: as mmpretrain's CIFAR datasets; ``download`` defaults to False.
+        download: must be False: the files are read where they are, never downloaded (True
+            is refused instead of silently ignored).
+        Other args: as mmpretrain's CIFAR datasets; ``split`` is 'train' or 'test'. A flag that
+        is not a bool (e.g. ``verify_checksums='no'``) is a ValueError naming it.
     """
 
     archive_url: str
@@ -43,7 +75,16 @@ class _LocalCIFARMixin:
                  pipeline: tuple = (),
                  indices: Optional[int] = None,
                  lazy_init: bool = False) -> None:
-        self.verify_checksums = verify_checksums
+        name = type(self).__name__
+        _check_split(name, split)
+        _check_flags(name, verify_checksums=verify_checksums, download=download,
+                     test_mode=test_mode, lazy_init=lazy_init)
+        if download:
+            raise ValueError(
+                f'{name}: download=True is not supported: {name} reads local files and never '
+                f'downloads. Download {self.filename} ("CIFAR python version") from '
+                f'{self.archive_url}, extract it under data_root and leave download=False')
+        self.verify_checksums = bool(verify_checksums)
         super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=download,
                          data_prefix=data_prefix, test_mode=test_mode, pipeline=pipeline,
                          indices=indices, lazy_init=lazy_init)
@@ -70,12 +111,29 @@ class _LocalCIFARMixin:
     def load_data_list(self) -> List[dict]:
         missing = self._missing_files(check_checksums=self.verify_checksums)
         if missing:
-            raise _missing_data_error(
-                type(self).__name__, self.data_prefix['root'], missing,
-                f'Download {self.filename} ("CIFAR python version") from {self.archive_url} and '
-                f'extract it so that {join_path(self.data_prefix["root"], self.base_folder)}/ '
-                f'holds its files, or set data_root to where they are.')
+            raise _missing_data_error(type(self).__name__, self.data_prefix['root'], missing,
+                                      self._how_to_get(self.data_prefix['root']))
         return super().load_data_list()
+
+    @classmethod
+    def _how_to_get(cls, root: str) -> str:
+        return (f'Download {cls.filename} ("CIFAR python version") from {cls.archive_url} and '
+                f'extract it so that {join_path(root, cls.base_folder)}/ holds its files, or '
+                'set data_root to where they are.')
+
+    @classmethod
+    def check_data(cls, cfg: Mapping) -> None:
+        """Raise the FileNotFoundError of a missing data folder or file of dataset config
+        ``cfg`` without building the dataset or reading the files (``tools/train.py`` and
+        ``tools/test.py`` call it before the Runner is built; checksums are compared later)."""
+        root = _config_root(cfg)
+        if root is None:
+            return
+        names = [name for name, _ in cls.train_list + cls.test_list] + [cls.meta['filename']]
+        missing = [join_path(cls.base_folder, name) for name in names
+                   if not exists(join_path(root, cls.base_folder, name))]
+        if missing:
+            raise _missing_data_error(cls.__name__, root, missing, cls._how_to_get(root))
 
     def _load_meta(self) -> None:
         # the meta file's md5 was checked with the others in load_data_list
@@ -121,9 +179,11 @@ class LocalFashionMNIST(FashionMNIST):
                  pipeline: tuple = (),
                  indices: Optional[int] = None,
                  lazy_init: bool = False) -> None:
+        _check_split(type(self).__name__, split)
+        _check_flags(type(self).__name__, test_mode=test_mode, lazy_init=lazy_init)
         super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=False,
-                         data_prefix=data_prefix, test_mode=test_mode, pipeline=pipeline,
-                         indices=indices, lazy_init=lazy_init)
+                         data_prefix=data_prefix, test_mode=bool(test_mode), pipeline=pipeline,
+                         indices=indices, lazy_init=bool(lazy_init))
 
     def _find(self, filename: str) -> Optional[str]:
         """The path of ``filename`` (``*.gz``) or of its extracted copy, if either exists."""
@@ -137,6 +197,28 @@ class LocalFashionMNIST(FashionMNIST):
     def _check_exists(self) -> bool:
         return all(self._find(name) for name, _ in self.train_list + self.test_list)
 
+    @classmethod
+    def _how_to_get(cls) -> str:
+        return ('On Debian/Ubuntu: apt-get install dataset-fashion-mnist (files land in '
+                f'{cls.DEBIAN_ROOT}); or put the four *-ubyte(.gz) files from '
+                'https://github.com/zalandoresearch/fashion-mnist in data_root.')
+
+    @classmethod
+    def check_data(cls, cfg: Mapping) -> None:
+        """Raise the FileNotFoundError of a missing data folder or file of dataset config
+        ``cfg`` (its split's images and labels, ``*.gz`` or extracted) without building the
+        dataset or reading the files (``tools/train.py`` and ``tools/test.py`` call it before
+        the Runner is built)."""
+        root = _config_root(cfg, cls.DEBIAN_ROOT)
+        if root is None:
+            return
+        files = cls.test_list if cfg.get('split', 'train') == 'test' else cls.train_list
+        missing = [name for name, _ in files
+                   if not any(exists(join_path(root, candidate)) for candidate in
+                              (name, name[:-3] if name.endswith('.gz') else name))]
+        if missing:
+            raise _missing_data_error(cls.__name__, root, missing, cls._how_to_get())
+
     def load_data_list(self) -> List[dict]:
         # by split (mmpretrain's MNIST picks the files by test_mode, so split='test' alone
         # would silently load the training images)
@@ -144,11 +226,8 @@ class LocalFashionMNIST(FashionMNIST):
         paths = [self._find(name) for name, _ in files]
         if None in paths:
             missing = [name for (name, _), p in zip(files, paths) if p is None]
-            raise _missing_data_error(
-                type(self).__name__, self.data_prefix['root'], missing,
-                'On Debian/Ubuntu: apt-get install dataset-fashion-mnist (files land in '
-                f'{self.DEBIAN_ROOT}); or put the four *-ubyte(.gz) files from '
-                'https://github.com/zalandoresearch/fashion-mnist in data_root.')
+            raise _missing_data_error(type(self).__name__, self.data_prefix['root'], missing,
+                                      self._how_to_get())
         images = read_sn3_pascalvincent_tensor(paths[0]).numpy()
         labels = read_sn3_pascalvincent_tensor(paths[1], strict=False).numpy()
         if images.ndim != 3 or labels.shape != (images.shape[0], ):

@@ -13,6 +13,8 @@ Layout of the v0.02 archive (``speech_commands_v0.02.tar.gz``, extracted)::
 The training split is every word file in neither list. ``tools/dataset_converters/
 make_speech_commands.py`` writes a small set in the same layout from synthesised speech.
 """
+import math
+import numbers
 import os
 import os.path as osp
 from typing import Dict, List, Optional, Sequence
@@ -32,6 +34,8 @@ UNKNOWN = '_unknown_'
 SILENCE = '_silence_'
 BACKGROUND_NOISE_DIR = '_background_noise_'
 SPLIT_LISTS = {'val': 'validation_list.txt', 'test': 'testing_list.txt'}
+#: The largest ``silence_ratio``: as many silent clips as word clips.
+MAX_SILENCE_RATIO = 1
 HOW_TO_GET = ('Download http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz and '
               'extract it into data_root, or write a small synthetic set in the same layout with '
               'python tools/dataset_converters/make_speech_commands.py DATA_ROOT.')
@@ -72,7 +76,9 @@ class SpeechCommands(BaseDataset):
             'test' (testing_list.txt).
         words: the word classes; every one must be a folder of ``data_root``.
         unknown: add the ``_unknown_`` class for the other word folders (else they are skipped).
-        silence_ratio: silent clips added per word clip (0 disables the class).
+        silence_ratio: silent clips added per word clip, a number from 0 (no ``_silence_``
+            class) to 1 (as many silent clips as word clips); a ratio so small that a split
+            gets no silent clip is refused.
         verify_audio: check every WAV header (mono 16-bit PCM at ``sample_rate``, not truncated)
             while loading the list, instead of when the clip is first read.
         sample_rate: the expected sample rate.
@@ -106,27 +112,34 @@ class SpeechCommands(BaseDataset):
             raise ValueError(f'SpeechCommands: words must be a non-empty list of distinct '
                              f'folder names, got {words!r}')
         for word in words:
+            if not isinstance(word, str) or not word:
+                raise ValueError(f'SpeechCommands: words must be folder names (non-empty str), '
+                                 f'got {word!r} in {words!r}')
             if word in (UNKNOWN, SILENCE, BACKGROUND_NOISE_DIR) or '/' in word:
                 raise ValueError(f'SpeechCommands: words may not contain {word!r}')
-        if not isinstance(silence_ratio, (int, float)) or silence_ratio < 0:
-            raise ValueError(f'SpeechCommands: silence_ratio must be a number >= 0, got '
-                             f'{silence_ratio!r}')
-        for name, flag in (('unknown', unknown), ('verify_audio', verify_audio)):
-            if flag not in (True, False):
+        if isinstance(silence_ratio, bool) or not isinstance(silence_ratio, numbers.Real) \
+                or not math.isfinite(silence_ratio) \
+                or not 0 <= silence_ratio <= MAX_SILENCE_RATIO:
+            raise ValueError(f'SpeechCommands: silence_ratio must be a number from 0 to '
+                             f'{MAX_SILENCE_RATIO} (silent clips per word clip; 0: no _silence_ '
+                             f'class, 0.1 in the configs), got {silence_ratio!r}')
+        for name, flag in (('unknown', unknown), ('verify_audio', verify_audio),
+                           ('test_mode', test_mode), ('lazy_init', lazy_init)):
+            if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f'SpeechCommands: {name} must be True or False, got {flag!r}')
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate <= 0:
             raise ValueError(f'SpeechCommands: sample_rate must be a positive int (Hz), got '
                              f'{sample_rate!r}')
         self.split = split
         self.words = words
-        self.unknown = unknown
+        self.unknown = bool(unknown)
         self.silence_ratio = float(silence_ratio)
-        self.verify_audio = verify_audio
+        self.verify_audio = bool(verify_audio)
         self.sample_rate = sample_rate
         classes = words + ([UNKNOWN] if unknown else []) + ([SILENCE] if silence_ratio else [])
         super().__init__(ann_file='', metainfo=dict(classes=tuple(classes)),
-                         data_root=data_root, pipeline=pipeline, test_mode=test_mode,
-                         indices=indices, lazy_init=lazy_init)
+                         data_root=data_root, pipeline=pipeline, test_mode=bool(test_mode),
+                         indices=indices, lazy_init=bool(lazy_init))
 
     @property
     def background_noise_files(self) -> List[str]:
@@ -191,6 +204,12 @@ class SpeechCommands(BaseDataset):
             data_list.append(dict(audio_path=path, gt_label=label, word=word,
                                   background_noise_dir=noise_dir))
         num_silence = int(round(self.silence_ratio * len(data_list)))
+        if self.silence_ratio and data_list and not num_silence:
+            raise ValueError(
+                f'SpeechCommands: silence_ratio={self.silence_ratio} of the {len(data_list)} word '
+                f'clips of split {self.split!r} gives no silent clip (it rounds to 0), yet adds '
+                f'the {SILENCE} class; use silence_ratio >= {1 / len(data_list):.3g} (at least '
+                'one silent clip) or 0 (no silence class)')
         data_list += [dict(audio_path=None, gt_label=class_index[SILENCE], word=SILENCE,
                            background_noise_dir=noise_dir) for _ in range(num_silence)]
         return data_list

@@ -20,7 +20,7 @@ import logging
 import math
 import numbers
 from abc import ABC, abstractmethod
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from mmengine.dataset import BaseDataset, force_full_init
@@ -55,6 +55,14 @@ def _check_imbalance_factor(value: object, owner: str) -> None:
                          f'the largest class to the smallest), got {value!r}')
 
 
+def _counts_text(counts: Sequence[int], most: int = 12) -> str:
+    """Per-class counts for a message: all of them, or the first and last few."""
+    if len(counts) <= most:
+        return ' '.join(map(str, counts))
+    return ' '.join(map(str, counts[:most // 2])) + ' ... ' + \
+        ' '.join(map(str, counts[-(most // 2):]))
+
+
 def _check_int(value: object, name: str, owner: str, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f'{owner}: {name} must be an integer >= {minimum}, got {value!r}')
@@ -78,6 +86,8 @@ class _PerClassSubset(ABC):
                  lazy_init: bool = False) -> None:
         owner = type(self).__name__
         _check_int(seed, 'seed', owner, 0)
+        if not isinstance(lazy_init, (bool, np.bool_)):
+            raise ValueError(f'{owner}: lazy_init must be True or False, got {lazy_init!r}')
         if isinstance(dataset, dict):
             self.dataset = DATASETS.build(dataset)
         elif isinstance(dataset, BaseDataset) or hasattr(dataset, 'get_cat_ids'):
@@ -247,7 +257,10 @@ class LongTailedDataset(_PerClassSubset):
             every class).
         max_images_per_class: ``n_max``, the head class's count; None: the size of the largest
             class of the wrapped dataset. A class with fewer images than its target keeps all of
-            them (logged as a warning).
+            them (logged as a warning) as long as the largest and smallest kept classes keep the
+            profile's ratio; a request whose imbalance the classes cannot give (e.g. a head class
+            smaller than ``n_max``, or an empty class) is a ValueError naming the classes and
+            a ``max_images_per_class`` that works.
         seed: seed of the per-class permutations that choose the images.
         lazy_init: defer loading until :meth:`full_init`.
     """
@@ -277,11 +290,58 @@ class LongTailedDataset(_PerClassSubset):
         short = [(c, int(t), int(s)) for c, (t, s) in enumerate(zip(targets, class_sizes))
                  if s < t]
         if short:
+            self._check_imbalance_is_met(targets, class_sizes, short)
             print_log(f'{type(self).__name__} ({self._describe()}): '
                       + '; '.join(f'class {c} has {s} images, fewer than its target {t}, and '
                                   'keeps all of them' for c, t, s in short),
                       logger='current', level=logging.WARNING)
         return targets
+
+    def _check_imbalance_is_met(self, targets: np.ndarray, class_sizes: np.ndarray,
+                                short: List[Tuple[int, int, int]]) -> None:
+        """Refuse classes too small for the profile when they change the imbalance.
+
+        The kept counts are ``min(target, class size)``. The request is met when the largest
+        and the smallest kept class have the ratio of the profile's largest and smallest
+        targets (``targets[0] / targets[-1]``, the imbalance factor up to the flooring): short
+        classes between them only log a warning. Otherwise, e.g. a head class shorter than
+        ``max_images_per_class`` or an empty class, the subset would silently have another
+        imbalance (Fashion-MNIST's test split, 1000 images per class, with IF 10 and
+        ``max_images_per_class=10000`` would stay balanced): a ValueError.
+        """
+        kept = np.minimum(targets, class_sizes)
+        largest, smallest = int(kept.max()), int(kept.min())
+        if largest * int(targets[-1]) == int(targets[0]) * smallest:
+            return
+        names: Dict[int, str] = dict(enumerate(self._metainfo.get('classes') or []))
+
+        def name(c: int) -> str:
+            return f'class {c}' + (f' {names[c]!r}' if c in names else '')
+
+        owner = type(self).__name__
+        achieved = f'{largest / smallest:.4g}' if smallest else 'infinite'
+        n_max = self.max_images_per_class
+        request = f'imbalance_factor={self.imbalance_factor}, max_images_per_class={n_max}'
+        if n_max is None:
+            request += f' (the largest class, {int(targets[0])} images)'
+        listed = '; '.join(f'{name(c)} has {s} (target {t})' for c, t, s in short[:5])
+        if len(short) > 5:
+            listed += f'; ... ({len(short)} classes in all)'
+        fewest, smallest_class = int(class_sizes.min()), name(int(class_sizes.argmin()))
+        if fewest > 0:
+            example = long_tailed_counts(fewest, len(targets), self.imbalance_factor)
+            fix = (f'max_images_per_class <= {fewest}, the smallest class of the wrapped dataset '
+                   f'({smallest_class}), a profile every class can give (e.g. '
+                   f'max_images_per_class={fewest} keeps {_counts_text(example)})')
+        else:
+            fix = f'a dataset in which every class has images ({smallest_class} has none)'
+        raise ValueError(
+            f'{owner}: {request} cannot be met by {type(self.dataset).__name__}: the profile '
+            f'asks {_counts_text(targets.tolist())} images per class, but {listed}. The '
+            f'subset would keep {largest} to {smallest} images per class, an imbalance of '
+            f'{achieved} instead of the profile\'s {int(targets[0]) / int(targets[-1]):.4g} '
+            f'({int(targets[0])}/{int(targets[-1])}). '
+            f'What works: {fix}')
 
 
 @DATASETS.register_module()

@@ -91,6 +91,9 @@ class NonFiniteCheckHook(Hook):
     priority = 'VERY_HIGH'
 
     def __init__(self, max_listed: int = 5) -> None:
+        if isinstance(max_listed, bool) or not isinstance(max_listed, int) or max_listed < 0:
+            raise ValueError(f'NonFiniteCheckHook: max_listed must be a whole number >= 0 (how '
+                             f'many offending parameters the error lists), got {max_listed!r}')
         self.max_listed = max_listed
         self._handles: List[torch.utils.hooks.RemovableHandle] = []
         self._updates = 0  # optimizer steps applied in this process

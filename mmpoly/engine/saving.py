@@ -24,7 +24,7 @@ import glob
 import os
 import os.path as osp
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 import torch
 from mmengine.config import Config
@@ -131,7 +131,8 @@ class AtomicCheckpointHook(CheckpointHook):
     option raises :class:`~mmpoly.engine.hooks.UnknownHookOptionError` when the hook is built
     (mmengine passes it on to ``Runner.save_checkpoint``, which fails at the first save); the
     checkpoint is saved atomically before ``last_checkpoint`` is replaced atomically, and only
-    then are checkpoints beyond ``max_keep_ckpts`` deleted. ``before_train`` deletes
+    then are checkpoints beyond ``max_keep_ckpts`` deleted; with ``save_best``, the previous best
+    checkpoint is deleted only after the new best one is complete. ``before_train`` deletes
     ``*.mmpoly-tmp`` files left by killed runs and compares the free space of the checkpoint
     folder's file system with twice the estimated checkpoint size
     (:func:`estimate_checkpoint_bytes`): a save writes the new file while the previous one
@@ -148,6 +149,14 @@ class AtomicCheckpointHook(CheckpointHook):
         if disk_check not in DISK_CHECKS:
             raise ValueError(f'{type(self).__name__}: disk_check={disk_check!r}; allowed: '
                              f'{", ".join(map(repr, DISK_CHECKS))}')
+        interval = args[0] if args else kwargs.get('interval', -1)
+        if isinstance(interval, bool) or not isinstance(interval, int) or \
+                not (interval >= 1 or interval == -1):
+            # mmengine saves every n-th epoch / iteration only for a whole n >= 1; it skips every
+            # periodic save, silently, for 0, a negative number or a fraction
+            raise ValueError(f'{type(self).__name__}: interval={interval!r}; allowed: a whole '
+                             'number >= 1 (save every this many epochs, or iterations with '
+                             'by_epoch=False), or -1 (no periodic checkpoints, only the last)')
         super().__init__(*args, **kwargs)
         self.disk_check = disk_check
 
@@ -189,6 +198,33 @@ class AtomicCheckpointHook(CheckpointHook):
                 f'previous one is replaced or removed. Free space or choose another --work-dir. '
                 + go_on)
 
+    def _best_checkpoints(self) -> List[str]:
+        """The paths of the current best checkpoints (one per key indicator)."""
+        paths = [getattr(self, 'best_ckpt_path', None),
+                 *getattr(self, 'best_ckpt_path_dict', {}).values()]
+        return [path for path in paths if path]
+
+    def _save_best_checkpoint(self, runner, metrics: dict) -> None:
+        """mmengine's, except that a previous best checkpoint is deleted only after its
+        replacement is complete: mmengine deletes it first, so a save that failed (a full
+        disk, a kill) left no best checkpoint at all."""
+        previous = self._best_checkpoints()
+        backend, deferred = self.file_backend, _DeferredRemoval(self.file_backend)
+        self.file_backend = deferred
+        try:
+            super()._save_best_checkpoint(runner, metrics)
+        except DiskFullError as error:
+            kept = (f'The previous best checkpoint {", ".join(previous)} is intact.'
+                    if previous else 'This run has no earlier best checkpoint.')
+            raise DiskFullError(error.path, error.needed, error.free,
+                                f'{error} {kept}') from error
+        finally:
+            self.file_backend = backend
+        current = set(self._best_checkpoints())
+        for method, path in deferred.removals:
+            if path not in current:  # a best checkpoint saved again under its own name stays
+                getattr(backend, method)(path)
+
     def _save_checkpoint_with_step(self, runner, step: int, meta: dict) -> None:
         """Save ``filename_tmpl.format(step)``, then ``last_checkpoint``, then prune old ones."""
         outdated: Optional[int] = None
@@ -227,6 +263,24 @@ class AtomicCheckpointHook(CheckpointHook):
                 self.file_backend.remove(old)
             elif self.file_backend.isdir(old):  # checkpoints saved by deepspeed are folders
                 self.file_backend.rmtree(old)
+
+
+class _DeferredRemoval:
+    """A file backend that records ``remove`` / ``rmtree`` calls instead of running them; every
+    other attribute is the wrapped backend's."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.removals: List[Tuple[str, str]] = []  # (method name, path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.backend, name)
+
+    def remove(self, path: str) -> None:
+        self.removals.append(('remove', path))
+
+    def rmtree(self, path: str) -> None:
+        self.removals.append(('rmtree', path))
 
 
 def _is_plain_checkpoint_hook(hook_type: object) -> bool:

@@ -10,8 +10,10 @@ or other error with the real file and line), ``--cfg-options`` keys (:func:`chec
 the training loop's lengths and intervals (:func:`check_train_loop`), the work_dir
 (:func:`check_work_dir`; :func:`check_no_earlier_run` for a new training run), output files
 (:func:`out_file_problem`, shared with ``tools/deployment/pytorch2onnx.py``), checkpoint paths
-(:func:`check_checkpoint`) and the data of datasets that can check their files without reading
-them (:func:`check_datasets`).
+(:func:`check_checkpoint`; a backbone's ``Pretrained`` checkpoint:
+:func:`check_pretrained_backbone`), the data of datasets that can check their files without
+reading them (:func:`check_datasets`), the dataloaders' workers (:func:`check_dataloaders`),
+the hooks' options (:func:`check_hooks`) and ``env_cfg.dist_cfg`` (:func:`check_dist_cfg`).
 
 Warned about, not refused (:func:`warn_ignored_keys`): top-level keys that mmengine's Runner
 ignores without a word although they look meant to act: those of mmcv 1.x configs
@@ -31,7 +33,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from mmengine.config import Config
 
@@ -41,7 +43,7 @@ __all__ = [
     'out_file_problem',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
-    'check_dist_cfg'
+    'check_dist_cfg', 'check_dataloaders', 'check_hooks', 'check_pretrained_backbone'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -88,7 +90,8 @@ def startup_errors(prog: str, launcher: str = 'none') -> Iterator[None]:
         where = '' if rank == 0 else f' (rank {rank}; the job was not ended after rank 0)'
         print(f'{prog}: error{where}: {error}', file=sys.stderr, flush=True)
         if os.environ.get(TRACEBACK_ENV, '') not in ('', '0'):
-            traceback.print_exception(error)
+            # the three-argument form: Python 3.9 has no one-argument print_exception
+            traceback.print_exception(type(error), error, error.__traceback__)
         raise SystemExit(1) from None
 
 
@@ -183,14 +186,26 @@ def _registered(type_: Any, scope: str) -> Optional[Any]:
 
 
 def _arguments(obj: Any) -> Optional[Set[str]]:
-    """The keyword arguments ``obj`` accepts, None if it takes ``**kwargs`` (or is opaque)."""
-    try:
-        params = inspect.signature(obj).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    """The keyword arguments ``obj`` accepts, None if it takes ``**kwargs`` (or is opaque).
+
+    An mmpoly class whose ``__init__`` passes ``**kwargs`` on to its base class (mmpoly's
+    convention, e.g. ``PDCResNetCIFAR(*args, block_cfg=..., **kwargs)``) accepts its own
+    arguments and those of the next ``__init__`` up its MRO, followed while they are mmpoly's."""
+    names: Set[str] = set()
+    classes = [c for c in obj.__mro__ if '__init__' in vars(c)] if inspect.isclass(obj) else [obj]
+    for index, function in enumerate(classes):
+        try:
+            params = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            return names - {'self'}
+        passed_on = inspect.isclass(function) and function.__module__.startswith('mmpoly.') \
+            and index + 1 < len(classes)
+        if not passed_on:
+            return None
+    return None
 
 
 #: The loop mmengine's Runner builds for each top-level loop key whose dict has no ``type``.
@@ -228,12 +243,24 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
     ``OptimWrapper`` for ``optim_wrapper=dict(optimizer=...)``). Other new keys are accepted:
     configs may add arguments that a class takes but the base config does not set
     (e.g. ``model.backbone.init_cfg``). A list index out of range is an error too.
+
+    A key's first part must be a top-level key that something reads (:data:`READ_KEYS`) or one
+    of :data:`LEGACY_KEYS` (merged, then warned about by :func:`warn_ignored_keys`); anything
+    else would have no effect (:func:`_top_level_problem`): a key the config lacks
+    (``max_epochs``, ``lr``: the message names the config's keys of that name, e.g.
+    ``train_cfg.max_epochs``), or a variable of the config file (``data_root``,
+    ``train_pipeline``: the message names the keys that hold its value).
     """
     scope = cfg.get('default_scope') or 'mmengine'
-    problems = []
+    root: Mapping[str, Any] = cfg._cfg_dict if isinstance(cfg, Config) else cfg
+    problems, no_effect = [], []
     for key in options:
-        node: Any = cfg._cfg_dict if isinstance(cfg, Config) else cfg
+        node: Any = root
         parts = key.split('.')
+        top = _top_level_problem(root, key, options[key])
+        if top is not None:
+            (no_effect if parts[0] in root else problems).append(top)
+            continue
         for depth, part in enumerate(parts):
             parent = '.'.join(parts[:depth]) or '(the top level)'
             if isinstance(node, (list, tuple)):
@@ -267,10 +294,134 @@ def check_cfg_options(cfg: Config, options: Mapping[str, Any]) -> None:
                 problems.append(f'{key}: {parent} has no key {part!r}'
                                 f'{_close(part, known, cutoff=0.8)}')
             break
+    messages = []
     if problems:
-        raise StartupError('unknown --cfg-options key' + ('s' if len(problems) > 1 else '')
-                           + ': ' + '; '.join(problems) + '. A key is a dotted path into '
-                           'the config, list items by index (e.g. param_scheduler.0.end)')
+        messages.append('unknown --cfg-options key' + ('s' if len(problems) > 1 else '')
+                        + ': ' + '; '.join(problems) + '. A key is a dotted path into '
+                        'the config, list items by index (e.g. param_scheduler.0.end)')
+    if no_effect:
+        messages.append('--cfg-options key' + ('s' if len(no_effect) > 1 else '')
+                        + ' without effect: ' + '; '.join(no_effect))
+    if messages:
+        raise StartupError('. '.join(messages))
+
+
+#: At most this many config paths are named as the keys to set instead.
+SUGGESTED_PATHS = 6
+
+
+def _tree(node: Any, prefix: str = '') -> Iterator[Tuple[str, str, Any]]:
+    """(dotted path, last part, value) of every dict item and list item inside ``node``,
+    depth first in the config's order."""
+    if isinstance(node, Mapping):
+        items = [(str(key), value) for key, value in node.items()]
+    elif isinstance(node, (list, tuple)):
+        items = [(str(index), value) for index, value in enumerate(node)]
+    else:
+        return
+    for part, value in items:
+        path = f'{prefix}.{part}' if prefix else part
+        yield path, part, value
+        yield from _tree(value, path)
+
+
+def _read_tree(root: Mapping[str, Any]) -> Dict[str, Any]:
+    """The top-level items of ``root`` that something reads (:data:`READ_KEYS`)."""
+    return {key: value for key, value in root.items() if key in READ_KEYS}
+
+
+def _paths_named(root: Mapping[str, Any], name: str) -> List[str]:
+    """The paths of the keys called ``name`` in the read part of ``root``; if there are none,
+    of the keys with ``name`` as one of their ``_``-separated words (``epochs``:
+    ``train_cfg.max_epochs``) or a close match of it."""
+    paths = [(path, part) for path, part, _ in _tree(_read_tree(root)) if not part.isdigit()]
+    exact = [path for path, part in paths if part == name]
+    if exact:
+        return exact
+    close = set(difflib.get_close_matches(name, {part for _, part in paths}, n=3, cutoff=0.8))
+    return [path for path, part in paths if name in part.split('_') or part in close]
+
+
+def _holds_value(node: Any, value: Any, part: str, name: str) -> bool:
+    """Whether ``node`` (under the key ``part``) is where the config file put the value of its
+    variable ``name``: a dict with all the items of a dict ``value`` (merged into a base dict),
+    an equal list, an equal number or string; ``True``, ``False`` and ``None`` (too common to
+    tell) only under a key called ``name``."""
+    if isinstance(value, Mapping):
+        return isinstance(node, Mapping) and bool(value) and all(
+            item in node and node[item] == value[item] for item in value)
+    if isinstance(value, (list, tuple)):
+        return isinstance(node, (list, tuple)) and list(node) == list(value)
+    if value is None or isinstance(value, bool):
+        return part == name and node is value
+    return type(node) is type(value) and node == value
+
+
+def _paths_holding(root: Mapping[str, Any], name: str) -> List[str]:
+    """The paths in the read part of ``root`` that hold the value of its top-level variable
+    ``name`` (see :func:`_holds_value`; not the items inside a path found)."""
+    found: List[str] = []
+    for path, part, node in _tree(_read_tree(root)):
+        if found and path.startswith(found[-1] + '.'):
+            continue
+        if _holds_value(node, root[name], part, name):
+            found.append(path)
+    return found
+
+
+def _cli_value(value: Any) -> str:
+    """``value`` as it is written after ``KEY=`` on the command line (``...`` for a list or a
+    dict, and for a string with spaces or quotes)."""
+    if value is None or isinstance(value, (bool, numbers.Number)):
+        return str(value)
+    if isinstance(value, str) and value and not any(c in value for c in ' \'"[](){},'):
+        return value
+    return '...'
+
+
+def _set_instead(paths: List[str], rest: str, value: Any) -> str:
+    """``--cfg-options PATH=VALUE ...`` for the first :data:`SUGGESTED_PATHS` paths."""
+    shown = ' '.join(f'{path}{rest}={_cli_value(value)}' for path in paths[:SUGGESTED_PATHS])
+    more = len(paths) - SUGGESTED_PATHS
+    return f'--cfg-options {shown}' + (f' (and {more} more keys)' if more > 0 else '')
+
+
+def _top_level_problem(root: Mapping[str, Any], key: str, value: Any) -> Optional[str]:
+    """Why the option ``key=value`` would have no effect because of its first part, or None.
+
+    The first part is fine when something reads it (:data:`READ_KEYS`, whether or not the
+    config sets it) or it is one of :data:`LEGACY_KEYS` (warned about after the merge). Else it
+    is either absent from the config (a key meant for somewhere inside it, e.g. ``max_epochs``
+    for ``train_cfg.max_epochs``: :func:`_paths_named`), or a variable of the config file:
+    mmengine put its value into the keys that use it when it read the file, so setting the
+    variable now changes none of them (:func:`_paths_holding` names them)."""
+    first, _, tail = key.partition('.')
+    if first in READ_KEYS or first in LEGACY_KEYS:
+        return None
+    rest = f'.{tail}' if tail else ''
+    if first in root:
+        paths = _paths_holding(root, first)
+        if paths:
+            where = (f'set those you mean of the keys that hold its value: '
+                     f'{_set_instead(paths, rest, value)}')
+        else:
+            where = ('no key that is read holds its value (the config set them otherwise '
+                     'afterwards); set the keys the run reads instead')
+        return (f'{key}: {first!r} is a variable of the config file, which nothing reads: '
+                f'mmengine put its value where the file uses it when it read the file, so '
+                f'setting it now would change nothing; {where}')
+    paths = _paths_named(root, first)
+    where = ''
+    if paths:
+        named = {path.rsplit('.', 1)[-1] for path in paths}
+        what = repr(first) if named == {first} else 'keys named like it'
+        where = (f'; the config has {what} inside: set '
+                 f'{"the one you mean among " if len(paths) > 1 else ""}'
+                 f'{_set_instead(paths, rest, value)}')
+    known = sorted(READ_KEYS | set(root))
+    return (f'{key}: {first!r} is not a top-level key of the config, nor one that mmengine\'s '
+            f'Runner or the tools read, so it would have no effect'
+            f'{_close(first, known)}{where}')
 
 
 #: Top-level keys of mmcv 1.x configs that mmengine 0.10's Runner does not read (nor do
@@ -390,7 +541,8 @@ def check_dist_cfg(cfg: Config) -> None:
     """Refuse an ``env_cfg.dist_cfg`` key that no launcher takes (a typo such as ``timeot``:
     one process ignores it, a distributed job fails on it once every process has started), or
     a ``dist_cfg`` that is not a dict. A :class:`StartupError` names the key, close matches
-    and the keys allowed (:func:`dist_cfg_keys`)."""
+    and the keys allowed (:func:`dist_cfg_keys`). ``timeout`` must be a positive finite number
+    of seconds (:func:`mmpoly.engine.launcher.dist_timeout`), whatever the launcher."""
     dist_cfg = (cfg.get('env_cfg') or {}).get('dist_cfg')
     if dist_cfg is None:
         return
@@ -405,6 +557,12 @@ def check_dist_cfg(cfg: Config) -> None:
                                      f'torch.distributed.init_process_group'
                                      f'{_close(str(key), allowed)}' for key in unknown)
                            + f'. Allowed: {", ".join(allowed)}')
+    from mmpoly.engine.launcher import dist_timeout  # mmpoly.engine imports much: only here
+    try:
+        dist_timeout(cfg)
+    except ValueError as error:  # a distributed job would fail on it after every rank started
+        raise StartupError(f'{error}; set it in the config or with --cfg-options '
+                           'env_cfg.dist_cfg.timeout=SECONDS (e.g. 300)') from None
 
 
 def check_work_dir(work_dir: str) -> None:
@@ -584,3 +742,106 @@ def check_datasets(cfg: Config, loaders: Sequence[str]) -> None:
     for loader in loaders:
         if cfg.get(loader):
             visit(cfg[loader].get('dataset'))
+
+
+# --------------------------------------------------------------------------- dataloaders, hooks
+
+
+def check_dataloaders(cfg: Config, loaders: Sequence[str], flag: Optional[str] = None) -> None:
+    """Refuse, for each of ``loaders`` that ``cfg`` sets, a ``num_workers`` that is not a whole
+    number >= 0 and ``persistent_workers=True`` with ``num_workers=0`` (torch's DataLoader
+    fails on both once the Runner is built, naming neither the loader nor the fix). ``flag``:
+    the command-line flag that switches persistent workers off, named in the message."""
+    problems = []
+    for loader in loaders:
+        options = cfg.get(loader)
+        if not isinstance(options, Mapping):
+            continue
+        workers = options.get('num_workers', 0)
+        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) \
+                or workers < 0:
+            problems.append(f'{loader}.num_workers must be a whole number >= 0 (the worker '
+                            f'processes; 0 loads in the main process), got {workers!r}')
+        elif workers == 0 and options.get('persistent_workers'):
+            hint = f' ({flag} does so for every loader)' if flag else ''
+            problems.append(f'{loader}: persistent_workers=True keeps worker processes alive, '
+                            f'but num_workers=0 starts none; set {loader}.persistent_workers='
+                            f'False{hint}, or {loader}.num_workers=N with N >= 1')
+    if problems:
+        raise StartupError('; '.join(problems))
+
+
+def _hook_class(type_: Any, scope: str) -> Optional[type]:
+    """The hook class the Runner builds for ``type_`` in ``scope`` (None if unknown)."""
+    if isinstance(type_, type):
+        return type_
+    if not isinstance(type_, str):
+        return None
+    from mmengine.registry import HOOKS
+    with contextlib.suppress(ImportError):  # the scope's package registers its hooks
+        importlib.import_module(f'{scope}.registry')
+    with contextlib.suppress(Exception):
+        return (HOOKS._search_child(scope) or HOOKS).get(type_)
+    return None
+
+
+def check_hooks(cfg: Config) -> None:
+    """Refuse, before the Runner is built, an option that a hook of ``default_hooks`` or
+    ``custom_hooks`` does not take, with the message its build would raise (close matches and
+    the hook's options; :func:`mmpoly.engine.hooks.check_hook_options`).
+
+    mmengine's ``CheckpointHook`` is checked as the
+    :class:`~mmpoly.engine.saving.AtomicCheckpointHook` that replaces it: built here, on the
+    options alone (its build stores them and checks ``interval`` and ``disk_check``). Another
+    hook is checked when it takes no ``**kwargs``: an unknown option would fail its build.
+    """
+    from mmengine.hooks import CheckpointHook
+
+    from mmpoly.engine.hooks import check_hook_options
+    from mmpoly.engine.saving import AtomicCheckpointHook
+    scope = cfg.get('default_scope') or 'mmengine'
+    default_hooks = cfg.get('default_hooks') or {}
+    hooks = [(f'default_hooks.{name}', hook) for name, hook in default_hooks.items()] + \
+        [(f'custom_hooks.{i}', hook) for i, hook in enumerate(cfg.get('custom_hooks') or [])]
+    for where, hook in hooks:
+        if not isinstance(hook, Mapping):
+            continue
+        cls = _hook_class(hook.get('type'), hook.get('_scope_', scope))
+        if cls is CheckpointHook:
+            cls = AtomicCheckpointHook
+        options = {key: value for key, value in hook.items() if key not in BUILDER_KEYS}
+        try:
+            if cls is AtomicCheckpointHook:
+                cls(**options)
+            elif cls is not None and _arguments(cls) is not None:
+                check_hook_options(cls.__name__, options, _arguments(cls))
+        except (TypeError, ValueError) as error:  # UnknownHookOptionError is a TypeError
+            raise StartupError(f'{where} (type {hook.get("type")!r}): {error}') from None
+
+
+def check_pretrained_backbone(cfg: Config) -> None:
+    """Refuse a ``model.backbone.init_cfg`` of type ``Pretrained`` whose local checkpoint does
+    not exist: the backbone loads it in ``runner.train()``, after the Runner and the data are
+    built (URLs are left to the loader; ``--cfg-options model.backbone.init_cfg=None`` trains
+    the backbone from random weights). The message is the one the load raises
+    (:func:`mmpoly.models.backbones.pretrained.load_pretrained`: it names the classifier config
+    that writes the file)."""
+    backbone = (cfg.get('model') or {}).get('backbone')
+    if not isinstance(backbone, Mapping):
+        return
+    from mmpoly.models.backbones.pretrained import pretrained_init
+    try:
+        init = pretrained_init(backbone.get('init_cfg'), 'model.backbone.init_cfg')
+    except ValueError as error:  # two Pretrained entries
+        raise StartupError(str(error)) from None
+    checkpoint = (init or {}).get('checkpoint')
+    if not isinstance(checkpoint, str) or not checkpoint or '://' in checkpoint \
+            or osp.isfile(checkpoint):
+        return
+    config = init.get('classifier_config')
+    how = (f'It is written by training the classifier config {config} (e.g. '
+           f'tools/dist_train.sh {config} 8); ' if config else '')
+    raise StartupError(f'model.backbone.init_cfg.checkpoint {checkpoint!r} does not exist. '
+                       f'{how}set --cfg-options model.backbone.init_cfg.checkpoint=PATH to use '
+                       'another file, or model.backbone.init_cfg=None to train the backbone '
+                       'from random weights')

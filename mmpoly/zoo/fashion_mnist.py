@@ -41,8 +41,9 @@ WORK_ROOT = Path('work_dirs') / 'zoo'
 RECORD_FILE = 'suite_record.json'
 METRICS_FILE = 'test_metrics.json'
 TOP1 = 'accuracy/top1'
-#: Status of a finished run: it trained and was tested, or training stopped on a NaN/Inf.
-COMPLETE, DIVERGED = 'complete', 'diverged'
+#: Status of a finished run: it trained and was tested, or training stopped on a NaN/Inf after
+#: some updates; and of a run that did not finish (rerun by run_suite.py).
+COMPLETE, DIVERGED, FAILED = 'complete', 'diverged', 'failed'
 #: The results file the metafile is generated from (written by zoo_results.py --write-results).
 RESULTS_FILE = REPO / 'configs' / 'zoo_results.json'
 #: Published checkpoints, relative to the repository root (and to an installed ``.mim/``).
@@ -87,14 +88,27 @@ def read_record(folder: Union[str, Path]) -> Optional[Dict[str, Any]]:
     return record if isinstance(record, dict) else None
 
 
+def non_finite_before_update(text: Optional[str]) -> bool:
+    """Whether ``text`` (a run's log, or a record's ``error``) holds mmpoly's
+    ``NonFiniteError`` of cause ``before_update``: the loss or a gradient was NaN/Inf before any
+    update of the run, so no learning rate diverged: the config, the data or a loaded checkpoint
+    is wrong (e.g. ``data_preprocessor.std=[0.0]``). Such a run failed; it did not diverge."""
+    from mmpoly.engine.non_finite import NonFiniteError
+
+    advice = NonFiniteError.ADVICE[NonFiniteError.BEFORE_UPDATE]
+    return bool(text) and NonFiniteError.__name__ in text and advice in text
+
+
 def finished_record(folder: Union[str, Path]) -> Optional[Dict[str, Any]]:
     """The record of a finished run: diverged, or complete with a valid test-metrics JSON whose
-    top-1 equals the recorded one. None otherwise (not run, failed, or files damaged)."""
+    top-1 equals the recorded one. None otherwise (not run, failed, or files damaged; a record
+    that calls diverged a run stopped before any update, :func:`non_finite_before_update`, as
+    earlier versions of run_suite.py wrote, is a failed run too)."""
     record = read_record(folder)
     if record is None:
         return None
     if record.get('status') == DIVERGED:
-        return record
+        return None if non_finite_before_update(record.get('error')) else record
     top1 = read_top1(Path(folder) / METRICS_FILE)
     if record.get('status') == COMPLETE and top1 is not None and top1 == record.get('top1'):
         return record
@@ -136,7 +150,8 @@ def load_results(path: Union[str, Path] = RESULTS_FILE) -> Dict[str, Dict[str, A
 __all__ = [
     'FIELD', 'MODELS', 'REGIMES', 'REGIME_MODELS', 'zoo_config', 'SUITE', 'SEEDS',
     'PUBLISHED_SEED', 'WORK_ROOT', 'RECORD_FILE', 'METRICS_FILE', 'TOP1',
-    'COMPLETE', 'DIVERGED', 'RESULTS_FILE', 'CHECKPOINTS_DIR', 'config_path', 'run_dir',
-    'config_hash', 'read_top1', 'read_record', 'finished_record', 'collect_records',
+    'COMPLETE', 'DIVERGED', 'FAILED', 'RESULTS_FILE', 'CHECKPOINTS_DIR', 'config_path', 'run_dir',
+    'config_hash', 'read_top1', 'read_record', 'non_finite_before_update',
+    'finished_record', 'collect_records',
     'load_results'
 ]

@@ -287,7 +287,35 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         args.configs = [_config_path(c) for c in args.configs]
     except FileNotFoundError as error:
         parser.error(str(error))
+    if args.onnx:  # before any model is built or exported
+        for config in (args.baseline, *args.configs):
+            detector = _detector_type(config)
+            if detector:
+                parser.error(f'--onnx: {config} is a detector ({detector}); --onnx times '
+                             'classifiers only (a whole classifier, logits out, through '
+                             'onnxruntime). Benchmark the detector without --onnx, or export '
+                             'its backbone + neck with tools/deployment/pytorch2onnx.py')
     return args
+
+
+def _detector_type(config: str) -> Optional[str]:
+    """The model type of ``config`` if it is an mmdet detector (None if not, or if the config
+    does not load: building it reports that)."""
+    try:
+        model = Config.fromfile(config).get('model') or {}
+    except Exception:  # reported, with the file and line, when the model is built
+        return None
+    model_type = model.get('type')
+    try:
+        from mmdet.models.detectors import BaseDetector
+        from mmdet.registry import MODELS
+        cls = MODELS.get(model_type) if isinstance(model_type, str) else model_type
+    except Exception:  # mmdet missing or an unknown type: judged by the detector's parts
+        cls = None
+    is_det = isinstance(cls, type) and issubclass(cls, BaseDetector)
+    if is_det or any(key in model for key in ('rpn_head', 'roi_head', 'bbox_head')):
+        return str(getattr(model_type, '__name__', model_type))
+    return None
 
 
 def _config_path(name: str) -> str:

@@ -14,17 +14,27 @@ one.
 
 One panel per metric (``--metrics``, default ``loss lr accuracy/top1``), one colour per run, the
 legend is the run's label (``--labels``, default the work_dir's name). Training scalars (the
-lines with an ``iter``) are drawn against the iteration; validation scalars against mmengine's
-``step``: the epoch for epoch-based runs (mmengine's default), else the iteration. A run that did
-not log a metric is left out of that panel; a default metric no run logged is left out of the
-figure. The PNG is written to a temporary file and renamed, so ``--out`` is never half-written.
+lines with an ``iter``) are drawn against the iteration; validation scalars against the epoch for
+epoch-based runs (mmengine's ``step``) and against the iteration for iteration-based ones.
+mmengine's ``LoggerHook`` logs a validation with ``step`` = the runner's epoch
+(``log_metric_by_epoch=True``, its default), which stays 0 in an ``IterBasedTrainLoop``: there
+each validation line is placed at the iteration it ran after (:func:`place_validations`), the
+next validation iteration of the segment's schedule (``train_cfg``: ``val_interval``,
+``val_begin``, ``max_iters``) at or after the training line logged before it, or that training
+line's iteration where the schedule is unknown. Whether a segment is iteration-based comes from
+the config mmengine dumps next to its ``scalars.json`` (``vis_data/config.py``: ``train_cfg``'s
+``type`` or ``by_epoch``, and the logger's ``log_metric_by_epoch``), else from its training lines
+(no ``epoch`` key: iteration-based). A run that did not log a metric is left out of that panel; a
+default metric no run logged is left out of the figure. The PNG is written to a temporary file
+and renamed, so ``--out`` is never half-written.
 """
 import argparse
+import ast
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import matplotlib
 
@@ -37,6 +47,8 @@ from mmpoly.fileio import atomic_savefig  # noqa: E402
 
 DEFAULT_METRICS = ('loss', 'lr', 'accuracy/top1')
 SCALARS = '*/vis_data/scalars.json'
+#: The config mmengine's LocalVisBackend dumps next to ``scalars.json``.
+DUMPED_CONFIG = 'config.py'
 
 #: metric -> (xs, ys), sorted by x
 Series = Dict[str, Tuple[List[float], List[float]]]
@@ -79,22 +91,176 @@ def read_records(path: Path) -> List[dict]:
     return records
 
 
-def segment_series(records: Sequence[dict]) -> Tuple[Series, List[str], bool]:
-    """(metric -> (xs, ys), the training metrics, whether training logged epochs) of one
-    ``scalars.json``. Training lines (with ``iter``) are keyed by iteration, the others by
-    ``step``; a metric on training lines takes only those."""
+def _literal(node: ast.AST) -> Any:
+    """The value of a literal of a dumped config (numbers, strings, lists, tuples, dicts,
+    ``dict(...)`` calls); None for anything else."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)
+                if k is not None}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == 'dict' and not node.args:
+        return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg is not None}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    return None
+
+
+def read_dumped_config(path: Path) -> Optional[Dict[str, Any]]:
+    """``train_cfg`` and ``default_hooks`` of the config mmengine dumped as ``path`` (read, never
+    executed); None when there is no such file or it is not Python."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: Dict[str, Any] = {}
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                isinstance(statement.targets[0], ast.Name) and \
+                statement.targets[0].id in ('train_cfg', 'default_hooks'):
+            found[statement.targets[0].id] = _literal(statement.value)
+    return found
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a segment's run validates, as far as its dumped config tells.
+
+    ``kind``: 'epoch', 'iteration' or None (unknown). ``step_is_iteration``: the validation
+    lines' ``step`` already is the iteration (an iteration-based run whose ``LoggerHook`` has
+    ``log_metric_by_epoch=False``). ``val_interval`` / ``val_begin`` / ``max_iters``: the
+    ``train_cfg`` of an iteration-based run (None where unknown); mmengine's
+    ``IterBasedTrainLoop`` validates after iteration i when i >= val_begin and
+    (i % val_interval == 0 or i == max_iters).
+    """
+    kind: Optional[str] = None
+    step_is_iteration: bool = False
+    val_interval: Optional[int] = None
+    val_begin: int = 1
+    max_iters: Optional[int] = None
+
+    def at_or_after(self, i: int) -> Optional[int]:
+        """The first validation iteration >= ``i``; None if unknown or past ``max_iters``."""
+        if self.val_interval is None:
+            return None
+        i = max(i, self.val_begin, 1)
+        multiple = -(-i // self.val_interval) * self.val_interval
+        if self.max_iters is not None and multiple > self.max_iters:
+            return self.max_iters if i <= self.max_iters else None
+        return multiple
+
+    def last_before(self, i: int, count: int) -> Optional[List[int]]:
+        """The last ``count`` validation iterations < ``i``, in order; None if unknown."""
+        if self.val_interval is None:
+            return None
+        below = [v for v in range((i - 1) // self.val_interval * self.val_interval, 0,
+                                  -self.val_interval)[:count] if v >= self.val_begin]
+        return below[::-1] if len(below) == count else None
+
+
+def _positive_int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+def schedule_of(config: Optional[Dict[str, Any]], train: Sequence[dict]) -> Schedule:
+    """The :class:`Schedule` of a segment, from its dumped config (``read_dumped_config``), else
+    from its training lines: with an ``epoch`` key epoch-based, without iteration-based, none:
+    unknown."""
+    train_cfg = (config or {}).get('train_cfg')
+    kind = None
+    if isinstance(train_cfg, dict):
+        loop = train_cfg.get('type')
+        if isinstance(loop, str):
+            loop = loop.rsplit('.', 1)[-1]
+            kind = {'IterBasedTrainLoop': 'iteration', 'EpochBasedTrainLoop': 'epoch'}.get(loop)
+        elif isinstance(train_cfg.get('by_epoch'), bool):
+            kind = 'epoch' if train_cfg['by_epoch'] else 'iteration'
+    if kind is None:
+        if train:
+            kind = 'epoch' if any('epoch' in r for r in train) else 'iteration'
+        return Schedule(kind)
+    if kind == 'epoch':
+        return Schedule(kind)
+    logger = ((config or {}).get('default_hooks') or {}).get('logger')
+    by_epoch = logger.get('log_metric_by_epoch', True) if isinstance(logger, dict) else True
+    dynamic = train_cfg.get('dynamic_intervals')
+    val_begin = _positive_int(train_cfg.get('val_begin')) or 1
+    return Schedule(kind, step_is_iteration=by_epoch is False,
+                    val_interval=None if dynamic else _positive_int(
+                        train_cfg.get('val_interval', 1000)),
+                    val_begin=val_begin, max_iters=_positive_int(train_cfg.get('max_iters')))
+
+
+def place_validations(records: Sequence[dict], schedule: Schedule) -> List[float]:
+    """The x of each validation line of a segment (the lines without ``iter`` that have a
+    ``step``), in order: the ``step`` for an epoch-based or unknown run; for an iteration-based
+    one the iteration the validation ran after. A group of validation lines after the training
+    line of iteration t takes the next validation iterations of the schedule from t on (t itself
+    where the schedule is unknown, or the ``step`` where it is already an iteration, whichever
+    is larger); a group before the segment's first training line takes the last validation
+    iterations before that line's; without any training line the schedule's first ones."""
+    kinds = ['train' if 'iter' in r else 'val' if 'step' in r else None for r in records]
+    xs: List[float] = []
+    if schedule.kind != 'iteration' or schedule.step_is_iteration:
+        return [float(r['step']) for r, k in zip(records, kinds) if k == 'val']
+    i = 0
+    while i < len(records):
+        if kinds[i] != 'val':
+            i += 1
+            continue
+        end = i
+        while end < len(records) and kinds[end] != 'train':
+            end += 1
+        group = [r for r, k in zip(records[i:end], kinds[i:end]) if k == 'val']
+        before = [r['iter'] for r, k in zip(records[:i], kinds[:i]) if k == 'train']
+        prev = before[-1] if before else None
+        nxt = records[end]['iter'] if end < len(records) else None
+        placed: Optional[List[int]] = None
+        if prev is None and nxt is not None:
+            placed = schedule.last_before(nxt, len(group))
+        elif schedule.val_interval is not None:
+            placed, lower = [], prev or 0
+            for _ in group:
+                x = schedule.at_or_after(lower)
+                if x is None:
+                    placed = None
+                    break
+                placed.append(x)
+                lower = x + 1
+        if placed is None:  # the schedule is unknown: the training line's iteration
+            placed = [max(float(r['step']), prev or 0) for r in group]
+        xs += [float(x) for x in placed]
+        i = end
+    return xs
+
+
+def segment_series(records: Sequence[dict],
+                   schedule: Optional[Schedule] = None) -> Tuple[Series, List[str], Schedule]:
+    """(metric -> (xs, ys), the training metrics, the segment's schedule) of one
+    ``scalars.json``. Training lines (with ``iter``) are keyed by iteration, validation lines
+    by :func:`place_validations` (``schedule``: default from the training lines, see
+    :func:`schedule_of`); a metric on training lines takes only those."""
     train = [r for r in records if 'iter' in r]
     val = [r for r in records if 'iter' not in r and 'step' in r]
+    schedule = schedule if schedule is not None else schedule_of(None, train)
+    val_xs = place_validations(records, schedule)
     train_metrics = sorted({k for r in train for k in r} - {'iter', 'epoch', 'step'})
     val_metrics = sorted({k for r in val for k in r} - {'step'} - set(train_metrics))
     series: Series = {}
-    for metrics, lines, x_key in ((train_metrics, train, 'iter'), (val_metrics, val, 'step')):
+    for metrics, lines, xs in ((train_metrics, train, [float(r['iter']) for r in train]),
+                               (val_metrics, val, val_xs)):
         for metric in metrics:
-            points = [(float(r[x_key]), float(r[metric])) for r in lines
+            points = [(x, float(r[metric])) for x, r in zip(xs, lines)
                       if isinstance(r.get(metric), (int, float))]
             if points:
                 series[metric] = ([x for x, _ in points], [y for _, y in points])
-    return series, train_metrics, any('epoch' in r for r in train)
+    return series, train_metrics, schedule
 
 
 def join_segments(older: Tuple[List[float], List[float]],
@@ -113,9 +279,12 @@ def load_run(work_dir: str, label: Optional[str] = None) -> RunCurves:
     train_metrics = set()
     by_epoch = False
     for scalars in scalars_files(path):
-        series, train, logged_epochs = segment_series(read_records(scalars))
+        records = read_records(scalars)
+        schedule = schedule_of(read_dumped_config(scalars.parent / DUMPED_CONFIG),
+                               [r for r in records if 'iter' in r])
+        series, train, _ = segment_series(records, schedule)
         train_metrics.update(train)
-        by_epoch = by_epoch or logged_epochs
+        by_epoch = by_epoch or schedule.kind == 'epoch'
         for metric, newer in series.items():
             older = run.series.get(metric)
             run.series[metric] = join_segments(older, newer) if older else newer

@@ -4,17 +4,26 @@ Table "CIFAR10-LT", and the appendix figure "Image classification with limited d
     python tools/analysis_tools/plot_data_regimes.py work_dirs/ --out data_regimes.png
     python tools/analysis_tools/plot_data_regimes.py work_dirs/a work_dirs/b --metric accuracy/top1
 
-Each argument is a work_dir of ``tools/train.py`` or a folder of work_dirs. For every work_dir it
-reads the last ``accuracy/top1`` (``--metric``) of mmengine's
-``<work_dir>/<timestamp>/vis_data/scalars.json`` (the newest timestamp that has one) and the
+Each argument is a work_dir of ``tools/train.py`` or a folder of work_dirs, searched up to
+:data:`MAX_DEPTH` levels down (the model zoo's ``work_dirs/zoo``, whose runs are
+``<config>/seed<S>/``, works as it is). A work_dir is a folder with a
+``<timestamp>/vis_data/scalars.json`` or a ``test_metrics.json``. For every work_dir the tool
+reads the accuracy (``--metric``, default ``accuracy/top1``): from ``test_metrics.json`` where
+there is one (``tools/test.py --out test_metrics.json --out-item metrics``, what
+``tools/model_zoo/run_suite.py`` writes: its runs train with ``--no-validate``, so their
+``scalars.json`` has no accuracy), else the last value in mmengine's
+``<work_dir>/<timestamp>/vis_data/scalars.json`` (the newest timestamp that has one); and the
 config dumped as ``<work_dir>/<config name>.py``: the ``LongTailedDataset``'s
 ``imbalance_factor`` or the ``LimitedDataset``'s ``images_per_class`` of its training set. The
-model is the config name up to ``_<N>xb<M>_`` (``pdc-comp_resnet18_1xb128_cifar10-lt-if100``
-gives ``pdc-comp_resnet18``). Runs of one model at one x are averaged.
+model is the config name up to its batch field ``_<N>xb<M>_`` or ``_<N>xb<M>-<schedule>_``
+(``pdc-comp_resnet18_1xb128_cifar10-lt-if100`` gives ``pdc-comp_resnet18``,
+``pdc_resnet8_1xb128-1400i_fashion-mnist-lt-if100`` gives ``pdc_resnet8``). Runs of one model
+at one x (e.g. the zoo's seeds) are averaged.
 
 The figure has two panels, accuracy vs imbalance factor and accuracy vs images per class, both
-with a log x axis, one line per model. Work_dirs without a finished validation or without either
-wrapper are listed and skipped. Exit status: 0 when a figure was written, 1 when no run fitted.
+with a log x axis, one line per model. Work_dirs without an accuracy (an unfinished run, a zoo
+run recorded as diverged in its ``suite_record.json``) or without either wrapper are listed and
+skipped. Exit status: 0 when a figure was written, 1 when no run fitted.
 """
 import argparse
 import json
@@ -39,7 +48,14 @@ REGIMES: Dict[str, Tuple[str, str, str]] = {
     'imbalance_factor': ('LongTailedDataset', 'imbalance_factor', 'imbalance factor'),
     'images_per_class': ('LimitedDataset', 'images_per_class', 'training images per class'),
 }
-MODEL_NAME = re.compile(r'^(?P<model>.+?)_\d+xb\d+_.+$')
+#: ``{model}_{N}xb{M}_{data}`` or ``{model}_{N}xb{M}-{schedule}_{data}`` (the zoo's ``1400i``).
+MODEL_NAME = re.compile(r'^(?P<model>.+?)_\d+xb\d+(?:-[^_]+)?_.+$')
+#: How many folder levels below an argument work_dirs are looked for.
+MAX_DEPTH = 4
+#: The test metrics of a run (tools/model_zoo/run_suite.py; tools/test.py --out-item metrics).
+TEST_METRICS = 'test_metrics.json'
+#: The run record of a zoo run (its status: complete, diverged, failed).
+SUITE_RECORD = 'suite_record.json'
 
 #: regime -> model -> (xs, ys), sorted by x
 PlotData = Dict[str, Dict[str, Tuple[List[float], List[float]]]]
@@ -73,6 +89,35 @@ def last_metric(work_dir: Path, metric: str = 'accuracy/top1') -> Optional[float
         if value is not None:
             return value
     return None
+
+
+def test_metric(work_dir: Path, metric: str = 'accuracy/top1') -> Optional[float]:
+    """``metric`` of ``<work_dir>/test_metrics.json``; None if there is no such file, or it does
+    not hold a number for ``metric``."""
+    try:
+        value = json.loads((work_dir / TEST_METRICS).read_text()).get(metric)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def run_accuracy(work_dir: Path, metric: str = 'accuracy/top1') -> Tuple[Optional[float], str]:
+    """(the run's ``metric``, where it was read): ``test_metrics.json`` first, else the last
+    value logged in ``scalars.json``; (None, why) when neither has it."""
+    value = test_metric(work_dir, metric)
+    if value is not None:
+        return value, TEST_METRICS
+    value = last_metric(work_dir, metric)
+    if value is not None:
+        return value, 'scalars.json'
+    try:
+        status = json.loads((work_dir / SUITE_RECORD).read_text()).get('status')
+    except (OSError, ValueError, AttributeError):
+        status = None
+    if status == 'diverged':
+        return None, f'the run diverged ({SUITE_RECORD}): no {metric}'
+    return None, f'no {metric} in {TEST_METRICS} nor in */vis_data/scalars.json'
 
 
 def dumped_config(work_dir: Path) -> Optional[Path]:
@@ -116,18 +161,31 @@ def model_name(config_path: Path) -> str:
     return match.group('model') if match else config_path.stem
 
 
+def is_work_dir(path: Path) -> bool:
+    """A folder with ``<timestamp>/vis_data/scalars.json`` or ``test_metrics.json``."""
+    return (path / TEST_METRICS).is_file() or any(path.glob('*/vis_data/scalars.json'))
+
+
+def _work_dirs_below(path: Path, depth: int) -> List[Path]:
+    if is_work_dir(path):
+        return [path]
+    if depth == 0:
+        return []
+    found = []
+    for child in sorted(path.iterdir()):
+        if child.is_dir() and not child.is_symlink():
+            found += _work_dirs_below(child, depth - 1)
+    return found
+
+
 def find_work_dirs(paths: Sequence[str]) -> List[Path]:
-    """Work_dirs among ``paths``: a path with ``*/vis_data/scalars.json`` is one; otherwise its
-    sub-folders that are."""
+    """Work_dirs among ``paths``: a path that is one (:func:`is_work_dir`), else the work_dirs
+    below it, up to :data:`MAX_DEPTH` levels down (not below a work_dir)."""
     found = []
     for path in map(Path, paths):
         if not path.is_dir():
             raise FileNotFoundError(f'plot_data_regimes: {path} is not a folder')
-        if any(path.glob('*/vis_data/scalars.json')):
-            found.append(path)
-        else:
-            found += [p for p in sorted(path.iterdir())
-                      if p.is_dir() and any(p.glob('*/vis_data/scalars.json'))]
+        found += _work_dirs_below(path, MAX_DEPTH)
     return found
 
 
@@ -138,10 +196,10 @@ def collect_runs(paths: Sequence[str], metric: str = 'accuracy/top1',
     skipped = [] if skipped is None else skipped
     runs = []
     for work_dir in find_work_dirs(paths):
-        accuracy = last_metric(work_dir, metric)
+        accuracy, source = run_accuracy(work_dir, metric)
         config_path = dumped_config(work_dir)
         if accuracy is None:
-            skipped.append(f'{work_dir}: no {metric} in */vis_data/scalars.json')
+            skipped.append(f'{work_dir}: {source}')
             continue
         if config_path is None:
             skipped.append(f'{work_dir}: no dumped config (<work_dir>/<config name>.py)')

@@ -18,10 +18,16 @@ Any block registered in ``MODELS`` works; a block that declares ``degree`` is ch
 Exit status: 1 when a part with an expected degree measures another degree or no polynomial
 (a block that misstates its ``degree``, an activation no option switches off), else 0; a part
 without an expected degree (the stem, a block declaring none) only reports what it measured.
+Bad input (a missing config, ``--max-degree`` outside 1..20, a non-positive ``--input-size``, an
+input size a module cannot take, e.g. a PDC-NL block built for another size) is one line
+``tools/analysis_tools/poly_degree.py: error: ...`` naming the option and the value, exit status
+2 (``MMPOLY_TRACEBACK=1`` adds the traceback); an unknown ``--cfg-options`` key exits 1.
 """
 import argparse
 import json
+import os
 import sys
+import traceback
 from typing import Optional, Sequence
 
 from mmengine.config import DictAction
@@ -29,7 +35,7 @@ from mmengine.config import DictAction
 from mmpoly.analysis import MAX_MEASURABLE_DEGREE, PARTS, analyse_config
 from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import startup_errors
+from mmpoly.utils.startup import TRACEBACK_ENV, startup_errors
 
 PROG = 'tools/analysis_tools/poly_degree.py'
 
@@ -62,15 +68,35 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Raise a ValueError naming the option and its value for a ``--max-degree`` outside
+    1..:data:`MAX_MEASURABLE_DEGREE` or a ``--input-size`` that is not two positive sizes."""
+    if not 1 <= args.max_degree <= MAX_MEASURABLE_DEGREE:
+        raise ValueError(f'--max-degree {args.max_degree}: max_degree must be an int in [1, '
+                         f'{MAX_MEASURABLE_DEGREE}] (finite differences of higher order lose '
+                         f'float64 precision), got {args.max_degree}')
+    if args.input_size is not None and min(args.input_size) < 1:
+        raise ValueError(f'--input-size {" ".join(map(str, args.input_size))}: must be two '
+                         'positive integers H W (the input height and width in pixels)')
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The tool; bad input raises (FileNotFoundError, ValueError) for :func:`cli` to print."""
     args = parse_args(argv)
+    check_args(args)
     register_all_modules()
     # analyse_config checks the --cfg-options keys (a StartupError) before it merges them
     with startup_errors(PROG):
-        report = analyse_config(args.config, input_size=args.input_size,
-                                max_degree=args.max_degree, seed=args.seed,
-                                freeze=not args.keep_norms, cfg_options=args.cfg_options,
-                                parts=args.parts)
+        try:
+            report = analyse_config(args.config, input_size=args.input_size,
+                                    max_degree=args.max_degree, seed=args.seed,
+                                    freeze=not args.keep_norms, cfg_options=args.cfg_options,
+                                    parts=args.parts)
+        except ValueError as exc:
+            where = (f'measured at --input-size {" ".join(map(str, args.input_size))}; leave '
+                     '--input-size out to measure at the config\'s test image size') \
+                if args.input_size else 'measured at the config\'s test image size'
+            raise ValueError(f'{exc} ({where})') from exc
     print(report.format_table())
     if args.json:
         atomic_write(json.dumps(report.to_dict(), indent=2, ensure_ascii=False), args.json)
@@ -79,5 +105,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if failed else 0
 
 
+def cli(argv: Optional[Sequence[str]] = None) -> int:
+    """:func:`main` with bad input (a missing config, a refused value) as one line
+    ``PROG: error: ...`` on stderr and exit status 2."""
+    try:
+        return main(argv)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f'{PROG}: error: {exc}', file=sys.stderr, flush=True)
+        if os.environ.get(TRACEBACK_ENV, '') not in ('', '0'):
+            traceback.print_exception(exc)
+        return 2
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(cli())

@@ -11,9 +11,11 @@ the checkpoint is loaded into its config's model, exported to ONNX with
 the config's test images (the first ``--num-images`` of the 10,000), normalised by the config's
 data preprocessor in PyTorch. PyTorch (the checkpoint's model, eval mode) runs on the same
 batches. Recorded per model: the top-1 of both, the metafile's ``Top 1 Accuracy``, how many
-predictions agree and the largest logit differences. With all test images the results go to
-:data:`RESULTS_FILE` (atomically); the tool exits with status 1 if a top-1 differs from the
-metafile's or a prediction from PyTorch's.
+predictions agree and the largest logit differences. A run of every model on all test images
+that passes writes its results to :data:`RESULTS_FILE` (atomically; with ``--update-docs`` also
+the docs table). The tool exits with status 1 if a top-1 differs from the metafile's or a
+prediction from PyTorch's: such a run leaves the published results and the docs as they were
+and writes its results to ``--failed-out`` (default :data:`FAILED_FILE`) instead.
 """
 import argparse
 import json
@@ -31,10 +33,14 @@ import yaml
 from mmpoly.deploy import (DEFAULT_OPSET, MIN_OPSET, check_opset, compare_outputs, export_onnx,
                            input_shape_from_config, load_model, onnx_session, run_onnx)
 from mmpoly.fileio import atomic_write
+from mmpoly.utils.startup import out_file_problem
 
 REPO = Path(__file__).resolve().parents[2]
 METAFILE = REPO / 'configs' / 'metafile.yml'
 RESULTS_FILE = REPO / 'checkpoints' / 'fashion-mnist' / 'onnx_parity.json'
+#: Where a complete run that did not pass writes its results (``--failed-out``), relative to
+#: the current folder: never over the published :data:`RESULTS_FILE`.
+FAILED_FILE = osp.join('work_dirs', 'onnx_zoo_parity', 'failed_onnx_parity.json')
 DOCS_PAGE = REPO / 'docs' / 'en' / 'deployment.md'
 TABLE_START = '<!-- onnx-zoo-parity:start (tools/deployment/onnx_zoo_parity.py --update-docs) -->'
 TABLE_END = '<!-- onnx-zoo-parity:end -->'
@@ -197,6 +203,14 @@ def run(names: Optional[Sequence[str]], num_images: Optional[int],
         opset=opset, models=results, passed=all(passed(r) for r in results))
 
 
+def _shown(path: Any) -> str:
+    """``path`` relative to the repository when it is inside it, else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--models', nargs='+', help='metafile names (default: all published)')
@@ -205,7 +219,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help=f'ai.onnx opset (>= {MIN_OPSET}, up to the newest the installed '
                         f'onnx knows; default {DEFAULT_OPSET})')
     parser.add_argument('--update-docs', action='store_true',
-                        help=f'write the table into {DOCS_PAGE.relative_to(REPO)}')
+                        help=f'write the table into {_shown(DOCS_PAGE)} (only '
+                        'when the run passes)')
+    parser.add_argument('--failed-out', default=FAILED_FILE, metavar='FILE',
+                        help=f'where a complete run that does not pass writes its results '
+                        f'(default {FAILED_FILE}); {_shown(RESULTS_FILE)} and the docs are '
+                        'written only by a run that passes')
     args = parser.parse_args(argv)
     try:
         check_options(args.num_images, args.opset)
@@ -215,6 +234,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     complete = args.models is None and args.num_images is None
     if args.update_docs and not complete:
         parser.error('--update-docs needs the full run (no --models / --num-images)')
+    if complete:  # a failing run's results must have a place to go: checked before the run
+        problem = out_file_problem(args.failed_out, '--failed-out')
+        if problem:
+            parser.error(f'{problem}; give the JSON file a failing run writes its results to')
     results = run(args.models, args.num_images, args.opset)
     for r in results['models']:
         print(f"{'ok  ' if passed(r) else 'FAIL'} {r['name']}: top-1 onnxruntime "
@@ -222,13 +245,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{r['metafile_top1']:.2f}; {r['agreeing_predictions']}/{r['num_images']} "
               f"predictions agree; max logit diff {r['max_abs_logit_diff']:.2e} "
               f"(relative {r['max_rel_logit_diff']:.2e})")
-    if complete:
+    if complete and results['passed']:
         atomic_write(json.dumps(results, indent=2) + '\n', RESULTS_FILE)
-        print(f'wrote {RESULTS_FILE.relative_to(REPO)}')
+        print(f'wrote {_shown(RESULTS_FILE)}')
         if args.update_docs:
             atomic_write(replace_table(DOCS_PAGE.read_text(encoding='utf-8'),
                                        markdown_table(results)), DOCS_PAGE)
-            print(f'updated {DOCS_PAGE.relative_to(REPO)}')
+            print(f'updated {_shown(DOCS_PAGE)}')
+    elif complete:  # the published results stay those of the last run that passed
+        atomic_write(json.dumps(results, indent=2) + '\n', args.failed_out)
+        failed = sorted(r['name'] for r in results['models'] if not passed(r))
+        kept = _shown(RESULTS_FILE) + (f' and {_shown(DOCS_PAGE)}' if args.update_docs else '')
+        print(f'FAIL: {len(failed)} of {len(results["models"])} models did not pass '
+              f'({", ".join(failed)}); their results are in {args.failed_out}; {kept} '
+              f'{"were" if args.update_docs else "was"} left as they were')
     return 0 if results['passed'] else 1
 
 

@@ -9,6 +9,9 @@ checker and writes ``--out`` atomically (default ``work_dirs/onnx/<config>.onnx`
 The input is the normalised batch (as after the config's data preprocessor), its shape by
 default the one the config's test pipeline gives (:func:`mmpoly.deploy.input_shape_from_config`).
 A classifier's output is its logits; a detector's the feature maps of its backbone + neck.
+The graph holds no preprocessing: the tool prints what it expects (:func:`expected_input`): the
+channel order, and the ``mean`` and ``std`` to normalise with, as the config's data
+preprocessor does (ImageNet and detection configs flip OpenCV's BGR images to RGB first).
 
 ``--verify`` runs onnxruntime and PyTorch (eval mode, float32) on the same random batches and
 prints the largest absolute and relative difference (relative: to the largest PyTorch output);
@@ -20,7 +23,7 @@ import argparse
 import math
 import os.path as osp
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import torch
 
@@ -95,6 +98,66 @@ def verification_batches(shape: Sequence[int], batch_size: int, dynamic_batch: b
     return [torch.randn(s, generator=gen) for s in shapes]
 
 
+def _loads_with_opencv(cfg: Any) -> bool:
+    """Whether the config's test pipeline reads image files with mmcv's ``LoadImageFromFile``
+    (OpenCV's BGR channel order), rather than arrays from its dataset (CIFAR's are RGB)."""
+    loader = cfg.get('test_dataloader') or cfg.get('val_dataloader') or {}
+    dataset = loader.get('dataset', {}) or {}
+    while 'dataset' in dataset:  # wrappers (ClassBalancedDataset, RepeatDataset, …)
+        dataset = dataset['dataset']
+    for transform in dataset.get('pipeline', None) or cfg.get('test_pipeline', None) or []:
+        kind = transform.get('type')
+        name = kind if isinstance(kind, str) else getattr(kind, '__name__', '')
+        if name.split('.')[-1] == 'LoadImageFromFile':
+            return True
+    return False
+
+
+def _channel_order(cfg: Any, channels: int, flips: bool) -> str:
+    """The channel order of the graph's input in words."""
+    if channels != 3:
+        return f'{channels}, as the test pipeline gives {"it" if channels == 1 else "them"}'
+    if _loads_with_opencv(cfg):
+        if flips:
+            return ('RGB (the config reads images as BGR, as OpenCV does, and its data '
+                    'preprocessor flips them to RGB: convert BGR images, e.g. from cv2.imread, '
+                    'to RGB first)')
+        return ('BGR, as OpenCV reads images (the data preprocessor does not reorder them: '
+                'feed cv2.imread\'s order; convert RGB images to BGR)')
+    dataset = str(((cfg.get('test_dataloader') or {}).get('dataset') or {}).get('type', ''))
+    if 'CIFAR' in dataset:
+        order = 'BGR' if flips else 'RGB'
+        return (f'{order} (CIFAR\'s arrays are RGB, and the data preprocessor '
+                f'{"flips them" if flips else "keeps that order"})')
+    return ('in the order the config\'s dataset gives them, '
+            + ('reversed (the data preprocessor flips them)' if flips
+               else '(the data preprocessor does not reorder them)'))
+
+
+def expected_input(cfg: Any, model: torch.nn.Module, shape: Sequence[int]) -> str:
+    """What the exported graph takes, in words: the input shape, the channel order, the
+    normalisation and (detectors) the padding of the model's data preprocessor, which the graph
+    does not hold."""
+    pre = model.data_preprocessor
+    flips = bool(getattr(pre, '_channel_conversion', False) or getattr(pre, 'to_rgb', False))
+    channels = shape[0]
+    parts = [f'float32 (N, {", ".join(map(str, shape))})',
+             f'channels {_channel_order(cfg, channels, flips)}']
+    if getattr(pre, '_enable_normalize', False):
+        mean = [round(float(v), 4) for v in pre.mean.flatten()]
+        std = [round(float(v), 4) for v in pre.std.flatten()]
+        parts.append(f'normalised: (pixel - mean) / std per channel, pixels 0-255, mean {mean}, '
+                     f'std {std}')
+    else:
+        parts.append('not normalised (the data preprocessor has no mean / std: the values as '
+                     'the test pipeline gives them)')
+    divisor = int(getattr(pre, 'pad_size_divisor', 1) or 1)
+    if divisor > 1:
+        parts.append(f'H and W padded at the bottom / right to multiples of {divisor} with '
+                     f'{getattr(pre, "pad_value", 0)} (after normalising)')
+    return 'the graph expects: ' + '; '.join(parts)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
@@ -119,6 +182,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f'error: {error}', file=sys.stderr)
         return 2
     print(f'wrote {args.out} (ONNX checker: passed)')
+    print(expected_input(cfg, model, shape))
     if not args.verify:
         return 0
     session = onnx_session(args.out)

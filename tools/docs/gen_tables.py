@@ -23,9 +23,15 @@ Config cells are links in configs/README.md and code in the docs (the site links
 pages). ``--no-flops`` skips measuring FLOPs: with ``--check`` the FLOPs cells are then not
 compared; without it the paper table cannot be written.
 
-Exit status: 0 if every block is up to date (or was written), 1 if one is stale (``--check``)
-or the paper table does not match the rows claimed to match, 2 for a page without blocks or an
-unknown block.
+Images that a page shows but another tool writes are copied with the block they belong to
+(:data:`DOC_COPIES`): with the ``zoo-results`` block of docs/en/model_zoo.md, the zoo's
+accuracy-against-parameters plot ``checkpoints/fashion-mnist/accuracy_vs_params.png``
+(``zoo_results.py --plot``) goes to ``docs/en/img/zoo_accuracy_vs_params.png``, so that the
+page shows the published plot; ``--check`` reports a copy that differs as stale.
+
+Exit status: 0 if every block (and copy) is up to date (or was written), 1 if one is stale
+(``--check``), a copy's source is missing, or the paper table does not match the rows claimed
+to match, 2 for a page without blocks or an unknown block.
 """
 import argparse
 import difflib
@@ -47,6 +53,11 @@ ZOO_RESULTS = REPO / 'configs' / 'zoo_results.json'
 PAGES = ('docs/en/paper_table.md', 'docs/en/model_zoo.md', 'docs/en/speed.md',
          'configs/README.md')
 _BEGIN = re.compile(r'^<!-- BEGIN (.+?) -->$')
+#: Files a page shows that another tool writes: (page, block, source, copy), relative to the
+#: repository. Processing ``block`` of ``page`` copies ``source`` over ``copy``.
+DOC_COPIES = (('docs/en/model_zoo.md', 'zoo-results',
+               'checkpoints/fashion-mnist/accuracy_vs_params.png',
+               'docs/en/img/zoo_accuracy_vs_params.png'), )
 
 
 def _load_tool(relative: str) -> ModuleType:
@@ -167,6 +178,39 @@ def speed_block(pattern: str) -> str:
     return '\n\n'.join(speed_table(path) for path in files)
 
 
+# ------------------------------------------------------------------------------ copies
+
+
+def sync_copies(pages: Sequence[Path], only: Optional[Sequence[str]], check: bool,
+                repo: Path = REPO) -> int:
+    """Copy (or, with ``check``, compare) the :data:`DOC_COPIES` of the blocks processed: those
+    of ``pages`` selected by ``only``. Returns 0, or 1 if a copy is stale (``check``) or its
+    source is missing."""
+    processed = {page.resolve() for page in pages}
+    status = 0
+    for page, block, source, copy in DOC_COPIES:
+        if (repo / page).resolve() not in processed or not _selected(block, only):
+            continue
+        src, dst = repo / source, repo / copy
+        if not src.is_file():
+            print(f'error: {source} does not exist, so {copy} (shown by {page}) cannot be '
+                  f'copied from it; write it with `python tools/model_zoo/zoo_results.py '
+                  f'--plot {source}`', file=sys.stderr)
+            status = 1
+            continue
+        data = src.read_bytes()
+        if dst.is_file() and dst.read_bytes() == data:
+            continue
+        if check:
+            print(f'{copy} differs from {source} (shown by {page}); run '
+                  '`python tools/docs/gen_tables.py` to copy it')
+            status = 1
+        else:
+            atomic_write(data, dst)
+            print(f'{copy}: copied from {source}')
+    return status
+
+
 # ------------------------------------------------------------------------------ pages
 
 
@@ -257,6 +301,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not args.check and new_text != text:
             atomic_write(new_text, page)
             print(f'{page}: {", ".join(name for name, _ in stale)} updated')
+    status = max(status, sync_copies(list(texts), args.only, args.check))
     if paper_results is not None and report.failures(paper_results):
         print(report.summary(paper_results), file=sys.stderr)
         status = 1

@@ -2,7 +2,7 @@
 optimizer, message hub or scheduler state), half precision where that is exact enough, and the
 first 8 hex digits of the file's sha256 in its name.
 
-    python tools/model_zoo/publish_model.py work_dirs/zoo/X/seed0/iter_1500.pth \\
+    python tools/model_zoo/publish_model.py work_dirs/zoo/X/seed0/iter_1400.pth \\
         checkpoints/fashion-mnist/X --config configs/X.py
     # -> checkpoints/fashion-mnist/X-<sha256[:8]>.pth
 

@@ -10,8 +10,12 @@ Each run trains with ``--cfg-options randomness.seed=S`` into
 tools/test.py on the full 10k test set, into ``test_metrics.json``) and then writes
 ``suite_record.json``: the seed, a hash of the config as run, the wall time of the training and
 test commands, the top-1, and the status (``complete``, or ``diverged`` when training stopped at
-a non-finite loss or gradient: mmpoly's NonFiniteCheckHook). Finished runs (a valid record and
-metrics file) are skipped; a failed run is rerun, from scratch: the checkpoints its failed or
+a non-finite loss or gradient after some updates: mmpoly's NonFiniteCheckHook). A non-finite loss
+or gradient before any update (the hook's cause ``before_update``: a config, data or checkpoint
+problem such as ``data_preprocessor.std=[0.0]``, not a divergence) is recorded as ``failed`` with
+the hook's diagnosis and stops the suite, as any other failure.
+Finished runs (a valid record and metrics file) are skipped; a failed run is rerun, from scratch:
+the checkpoints its failed or
 interrupted attempt left in the folder are removed first, with a note (tools/train.py refuses a
 new run in a folder holding checkpoints). A run folder whose record was made with a
 different config (a config, a base, or ``--max-iters`` changed) is refused: results of two
@@ -32,9 +36,10 @@ from mmengine.config import Config, DictAction
 
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils.startup import earlier_run_files
-from mmpoly.zoo.fashion_mnist import (COMPLETE, DIVERGED, METRICS_FILE, RECORD_FILE, SEEDS, SUITE,
-                                      WORK_ROOT, config_hash, config_path, finished_record,
-                                      read_record, read_top1, run_dir)
+from mmpoly.zoo.fashion_mnist import (COMPLETE, DIVERGED, FAILED, METRICS_FILE, RECORD_FILE,
+                                      SEEDS, SUITE, WORK_ROOT, config_hash, config_path,
+                                      finished_record, non_finite_before_update, read_record,
+                                      read_top1, run_dir)
 
 REPO = Path(__file__).resolve().parents[2]
 #: The time model of --dry-run, measured on the 2-core development machine on 2026-11-26 (README:
@@ -163,7 +168,8 @@ def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
             max_iters: Optional[int] = None, test_images: Optional[int] = None,
             extra: Optional[Dict[str, object]] = None) -> dict:
     """Train and test one (config, seed); return (and write) its record. A failed run (not a
-    divergence) raises SuiteError after writing a ``failed`` record."""
+    divergence; a non-finite loss or gradient before any update is a failure too) raises
+    SuiteError after writing a ``failed`` record."""
     folder = run_dir(work_root, config, seed).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / 'suite.log'
@@ -184,11 +190,17 @@ def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
          '--cfg-options', *options], log)
     if status != 0:
         tail = _tail(log)
-        diverged = DIVERGENCE_MARKER in tail
+        before_update = non_finite_before_update(tail)
+        diverged = DIVERGENCE_MARKER in tail and not before_update
         lines = [line for line in tail.splitlines() if DIVERGENCE_MARKER in line or 'Error' in line]
-        record.update(status=DIVERGED if diverged else 'failed',
+        record.update(status=DIVERGED if diverged else FAILED,
                       error=(lines[-1] if lines else f'tools/train.py exited with {status}'))
         _write_record(folder, record)
+        if before_update:
+            raise SuiteError(f'training {config} (seed {seed}) failed: its loss or gradient was '
+                             'non-finite before any update, which is no divergence but a '
+                             'config, data or checkpoint problem (recorded as failed; fix it '
+                             f'and run again): {record["error"]} (log: {log})')
         if not diverged:
             raise SuiteError(f'training {config} (seed {seed}) failed with exit status {status}: '
                              f'{record["error"]} (log: {log})')
@@ -200,7 +212,7 @@ def run_one(config: str, seed: int, work_root: Path, expected_hash: str,
          '--out', str(metrics), '--out-item', 'metrics', '--cfg-options', *test_options], log)
     top1 = read_top1(metrics) if status == 0 else None
     if top1 is None:
-        record.update(status='failed', error=f'tools/test.py exited with {status} or wrote no '
+        record.update(status=FAILED, error=f'tools/test.py exited with {status} or wrote no '
                       f'finite top-1 to {metrics}')
         _write_record(folder, record)
         raise SuiteError(f'testing {config} (seed {seed}) failed: {record["error"]} (log: {log})')

@@ -13,11 +13,17 @@ disagree or inconclusive, computed by the fixed rule printed next to it (:data:`
 :func:`verdict`; the rules were fixed before any result existed).
 
 ``--publish`` publishes the checkpoint of seed :data:`PUBLISHED_SEED` of every config
-(tools/model_zoo/publish_model.py) into ``checkpoints/fashion-mnist/``; ``--write-results``
-writes ``configs/zoo_results.json``, from which tools/model_zoo/generate_metafile.py fills the
-Fashion-MNIST entries' ``Results`` and ``Weights`` (``--update-metafile`` runs it). Runs shortened
-or changed for a test (``--max-iters``, ``--test-images`` or ``--cfg-options`` of run_suite.py)
-are refused there unless ``--allow-smoke`` is given.
+(tools/model_zoo/publish_model.py) into ``checkpoints/fashion-mnist/`` (``--checkpoints``);
+``--write-results`` writes ``configs/zoo_results.json``, from which
+tools/model_zoo/generate_metafile.py fills the Fashion-MNIST entries' ``Results`` and ``Weights``
+(``--update-metafile`` runs it). Runs shortened or changed for a test (``--max-iters``,
+``--test-images`` or ``--cfg-options`` of run_suite.py), and ``--publish-test-images``, are
+refused by ``--publish`` and ``--write-results`` unless ``--allow-smoke`` is given, before
+anything is written. An earlier publication of a config (``<config>-<sha256[:8]>.pth`` in
+``--checkpoints``) is removed only once everything else has been written, and only if neither
+results file (``configs/zoo_results.json``, ``--write-results``) nor ``configs/metafile.yml``
+names it still; a kept one is listed. ``--configs`` names that are no config of ``configs/`` are
+refused, as by run_suite.py; configs without finished runs are listed and left out.
 """
 import argparse
 import json
@@ -39,6 +45,8 @@ from mmpoly.zoo.fashion_mnist import (CHECKPOINTS_DIR, COMPLETE, DIVERGED, PUBLI
 from mmpoly.zoo.report import block_markers, replace_between_markers
 
 BLOCK = 'zoo-results'
+#: The metafile generated from the results file (tools/model_zoo/generate_metafile.py).
+METAFILE = REPO / 'configs' / 'metafile.yml'
 START_MARKER, END_MARKER = block_markers(BLOCK)
 #: Config cell of the results table, by where the table lives (``{config}``: the config name).
 CONFIG_LINKS = {'docs': '`{config}`', 'configs': '[{config}]({config}.py)'}
@@ -316,9 +324,11 @@ def plot(rows: Sequence[Row], out: Path) -> None:
 
 
 def publish_all(rows: Sequence[Row], work_root: Path, out_dir: Path,
-                test_images: Optional[int] = None) -> None:
+                test_images: Optional[int] = None) -> List[Path]:
     """Publish seed :data:`PUBLISHED_SEED` of every row (if that seed finished) into
-    ``out_dir``, setting the rows' weights fields."""
+    ``out_dir``, setting the rows' weights fields; returns the earlier publications of the
+    published configs, which this leaves in place (:func:`remove_superseded` removes them once
+    nothing names them)."""
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         from publish_model import publish
@@ -326,6 +336,7 @@ def publish_all(rows: Sequence[Row], work_root: Path, out_dir: Path,
         sys.path.pop(0)
     from mmpoly.zoo.fashion_mnist import read_record, run_dir
 
+    superseded: List[Path] = []
     for row in rows:
         folder = run_dir(work_root, row.config, PUBLISHED_SEED)
         record = read_record(folder)
@@ -334,14 +345,74 @@ def publish_all(rows: Sequence[Row], work_root: Path, out_dir: Path,
             continue
         info = publish(str(folder / record['checkpoint']), str(out_dir / row.config),
                        str(config_path(row.config)), num_images=test_images)
-        for old in out_dir.glob(f'{row.config}-*.pth'):  # earlier publications of this config
+        for old in sorted(out_dir.glob(f'{row.config}-*.pth')):  # earlier publications
             if re.fullmatch(re.escape(row.config) + r'-[0-9a-f]{8}\.pth', old.name) and \
                     old.resolve() != Path(info['path']).resolve():
-                old.unlink()
+                superseded.append(old)
         row.weights = str(Path(info['path']).resolve().relative_to(REPO)) \
             if Path(info['path']).resolve().is_relative_to(REPO) else info['path']
         row.weights_top1, row.weights_dtype = info['top1'], info['dtype']
         print(f'published {row.weights} ({info["dtype"]}): top-1 {info["top1"]:.2f}')
+    return superseded
+
+
+def _weights_path(name: str) -> Path:
+    """A ``weights`` / ``Weights`` entry as a path (relative ones: to the repository)."""
+    path = Path(name)
+    return (path if path.is_absolute() else REPO / path).resolve()
+
+
+def named_weights(results_files: Sequence[Path], metafile: Path = METAFILE) -> Dict[Path, str]:
+    """The weights files named by the results files and the metafile: path -> the file
+    naming it."""
+    import yaml
+
+    from mmpoly.zoo.fashion_mnist import load_results
+
+    named: Dict[Path, str] = {}
+    for results_file in results_files:
+        for entry in load_results(results_file).values():
+            if isinstance(entry, dict) and entry.get('weights'):
+                named.setdefault(_weights_path(entry['weights']), str(results_file))
+    if metafile.is_file():
+        data = yaml.safe_load(metafile.read_text(encoding='utf-8')) or {}
+        for model in data.get('Models') or []:
+            if isinstance(model, dict) and model.get('Weights'):
+                named.setdefault(_weights_path(model['Weights']), str(metafile))
+    return named
+
+
+def remove_superseded(superseded: Sequence[Path], results_files: Sequence[Path],
+                      metafile: Path = METAFILE) -> List[Path]:
+    """Remove the earlier publications that neither ``results_files`` nor ``metafile`` name
+    (run last, after they have been rewritten); a named one is kept and listed. Returns the
+    files kept."""
+    named = named_weights(results_files, metafile)
+    kept = []
+    for old in superseded:
+        source = named.get(old.resolve())
+        if source is None:
+            old.unlink(missing_ok=True)
+            print(f'removed the earlier publication {old}')
+        else:
+            kept.append(old)
+            print(f'kept the earlier publication {old}: {source} still names it (publish '
+                  'with --write-results --update-metafile to rewrite both and remove it)')
+    return kept
+
+
+def smoke_reasons(rows: Sequence[Row], publish_test_images: Optional[int]) -> List[str]:
+    """Why the results would not be the suite's real ones: the configs with shortened or
+    changed runs, and ``--publish-test-images`` (a published top-1 on part of the test set)."""
+    reasons = []
+    smoke = [r.config for r in rows if r.smoke]
+    if smoke:
+        reasons.append(f'shortened or changed (smoke) runs of {", ".join(smoke)} '
+                       '(run_suite.py --max-iters / --test-images / --cfg-options)')
+    if publish_test_images is not None:
+        reasons.append(f'--publish-test-images {publish_test_images} evaluates the published '
+                       'weights on part of the test set only')
+    return reasons
 
 
 def keep_published(rows: Sequence[Row], results_file: Path) -> None:
@@ -376,7 +447,8 @@ def results_json(rows: Sequence[Row], found: Sequence[Verdict]) -> Dict:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--work-root', default=str(WORK_ROOT))
-    parser.add_argument('--configs', nargs='+', default=list(SUITE))
+    parser.add_argument('--configs', nargs='+', default=list(SUITE),
+                        help='config names (configs/<name>.py; default: the whole suite)')
     parser.add_argument('--json', help='write the table and claims as JSON here')
     parser.add_argument('--plot', help='write the accuracy-vs-parameters plot here (.png/.svg)')
     parser.add_argument('--update-readme', metavar='PAGE',
@@ -390,23 +462,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--write-results', nargs='?', const=str(RESULTS_FILE), default=None,
                         metavar='PATH', help=f'write the results file (default: {RESULTS_FILE})')
     parser.add_argument('--allow-smoke', action='store_true',
-                        help='let shortened (smoke) runs into --write-results')
+                        help='let shortened (smoke) runs, and --publish-test-images, into '
+                        '--publish and --write-results')
     parser.add_argument('--update-metafile', action='store_true',
                         help='regenerate configs/metafile.yml from the results file')
     args = parser.parse_args(argv)
+    args.configs = [Path(name).stem for name in args.configs]  # 'x' and 'x.py' are one config
+    for name in args.configs:
+        if not config_path(name).is_file():
+            parser.error(f'--configs: {config_path(name)} does not exist (the suite: '
+                         f'{", ".join(SUITE)})')
+    if args.publish_test_images is not None and args.publish_test_images < 1:
+        parser.error(f'--publish-test-images must be >= 1, got {args.publish_test_images}')
+    if args.publish_test_images is not None and not args.publish:
+        parser.error('--publish-test-images applies to --publish only; add --publish or drop it')
     work_root = Path(args.work_root)
     rows = summarise(work_root, args.configs)
     if not rows:
         print(f'no finished runs under {work_root}', file=sys.stderr)
         return 1
-    if args.write_results and not args.allow_smoke and any(r.smoke for r in rows):
-        smoke = [r.config for r in rows if r.smoke]
-        print(f'error: --write-results: {", ".join(smoke)} have shortened (smoke) runs '
-              '(run_suite.py --max-iters / --test-images); pass --allow-smoke to write them',
+    without = [name for name in args.configs if name not in {row.config for row in rows}]
+    if without:
+        print(f'note: no finished runs of {", ".join(without)} under {work_root}: left out of '
+              'the table', file=sys.stderr)
+    reasons = smoke_reasons(rows, args.publish_test_images if args.publish else None)
+    writes = [option for option, given in (('--publish', args.publish),
+                                           ('--write-results', args.write_results)) if given]
+    if writes and reasons and not args.allow_smoke:
+        print(f'error: {" / ".join(writes)}: {"; ".join(reasons)}; nothing was written. Pass '
+              '--allow-smoke to write them anyway (then with --checkpoints and --write-results '
+              'outside the repository, so that no published result is replaced)',
               file=sys.stderr)
         return 2
+    superseded: List[Path] = []
     if args.publish:
-        publish_all(rows, work_root, Path(args.checkpoints), args.publish_test_images)
+        superseded = publish_all(rows, work_root, Path(args.checkpoints),
+                                 args.publish_test_images)
     elif args.write_results:
         keep_published(rows, Path(args.write_results))
     found = verdicts(rows)
@@ -433,7 +524,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from generate_metafile import main as generate
         finally:
             sys.path.pop(0)
-        return generate(['--results', args.write_results or str(RESULTS_FILE)])
+        status = generate(['--results', args.write_results or str(RESULTS_FILE)])
+        if status != 0:
+            return status
+    if superseded:
+        results_files = [RESULTS_FILE] + ([Path(args.write_results)] if args.write_results
+                                          else [])
+        remove_superseded(superseded, results_files, METAFILE)
     return 0
 
 

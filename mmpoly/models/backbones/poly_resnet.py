@@ -1,4 +1,5 @@
 """ResNet-style backbones whose blocks are polynomials of a chosen type and degree."""
+import difflib
 import inspect
 from abc import abstractmethod
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -12,13 +13,16 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmpoly.registry import MODELS
 from ..blocks import ResNetBlock
-from ..polynomial.options import (NO_LAYER, act_cfg_option, check_choice, check_norm_channels,
-                                  check_positive_int, conv_cfg_option, per_stage,
-                                  required_norm_cfg_option)
+from ..nonlocal_family import NonLocalBase
+from ..polynomial.options import (NO_LAYER, _registered_names, activation_option, check_choice,
+                                  check_norm_channels, check_positive_int, conv_cfg_option,
+                                  per_stage, required_norm_cfg_option)
 from .pretrained import load_pretrained, pretrained_init, pretrained_options
 
 #: Blocks per stage of the standard depths (BasicBlock ResNets).
 DEPTH_PRESETS: Dict[int, Tuple[int, ...]] = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+#: The default activation of the stem and blocks (``act_cfg``).
+BACKBONE_ACT = dict(type='ReLU')
 DEFAULT_INIT = [
     dict(type='Kaiming', layer=['Conv2d']),
     dict(type='Constant', val=1, layer=['_BatchNorm', 'GroupNorm'])
@@ -47,6 +51,114 @@ def _builds_default_norm(module_type: Any) -> bool:
     return default is not None and not (isinstance(default, str) and default == NO_LAYER)
 
 
+#: mmcv's plugin layers (``mmcv.cnn.build_plugin_layer``), listed with mmpoly's non-local blocks
+#: as the plugin types when a plugin's type is not found.
+MMCV_PLUGINS = ('ContextBlock', 'GeneralizedAttention', 'NonLocal2d')
+#: Keys of a module config that are not constructor options.
+CFG_KEYS = ('type', '_scope_')
+
+
+def _close_match(name: str, allowed: Sequence[str]) -> str:
+    """'; did you mean ...?' when ``name`` is close to one of ``allowed``, else ''."""
+    close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.6)
+    return f'; did you mean {close[0]!r}?' if close else ''
+
+
+def unknown_option_error(where: str, name: str, cls: type, allowed: Sequence[str]
+                         ) -> ValueError:
+    """The error for option ``name`` of ``where`` (a config of type ``cls``) that ``cls`` does
+    not take: the allowed options, and the closest one."""
+    return ValueError(f'{where} has unknown option {name!r} for {cls.__name__}; allowed '
+                      f'options: {sorted(allowed)}{_close_match(name, allowed)}')
+
+
+def _plugin_types(registry: Any) -> List[str]:
+    """The plugin types ``registry`` (and its parents) resolves: mmpoly's non-local blocks and
+    mmcv's plugin layers."""
+    names = set()
+    while registry is not None:
+        names.update(name for name, cls in registry.module_dict.items()
+                     if inspect.isclass(cls) and issubclass(cls, NonLocalBase))
+        names.update(name for name in MMCV_PLUGINS if name in registry.module_dict)
+        registry = registry.parent
+    return sorted(names)
+
+
+def _plugin_class(field: str, cfg: dict) -> type:
+    """The class that ``cfg['type']`` names in the registry the plugin is built from (the
+    ``_scope_`` of ``cfg``, mmpretrain's by default); a ValueError naming ``field`` if there is
+    none, or if it is not a module that takes ``in_channels`` (which the backbone sets)."""
+    plugin_type = cfg['type']
+    scope = cfg.get('_scope_', 'mmpretrain')
+    with MODELS.switch_scope_and_registry(scope) as registry:
+        if inspect.isclass(plugin_type):
+            cls = plugin_type
+        else:
+            try:
+                cls = registry.get(plugin_type) if isinstance(plugin_type, str) else None
+            except KeyError:  # an unknown scope prefix
+                cls = None
+        allowed = _plugin_types(registry)
+        names = _registered_names(registry)
+    if cls is None:
+        hint = _close_match(plugin_type, names) if isinstance(plugin_type, str) else ''
+        raise ValueError(f'{field}.type={plugin_type!r} is not a registered module type (scope '
+                         f'{scope!r}); plugin types: {allowed} (or any registered module that '
+                         f'takes in_channels){hint}')
+    if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
+        raise ValueError(f'{field}.type={plugin_type!r} is {cls!r}, not a module class; plugin '
+                         f'types: {allowed}')
+    parameters = inspect.signature(cls).parameters
+    if 'in_channels' not in parameters and not _takes_any_keyword(cls):
+        raise ValueError(f'{field}.type={plugin_type!r}: {cls.__name__} takes no in_channels, '
+                         'which the backbone sets to the stage width; plugin types: '
+                         f'{allowed}')
+    return cls
+
+
+def _takes_any_keyword(cls: type) -> bool:
+    """Whether the constructor of ``cls`` has a ``**kwargs`` (its options cannot be listed)."""
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values())
+
+
+def _options(cls: type) -> List[str]:
+    """The named constructor options of ``cls``."""
+    return [name for name, p in inspect.signature(cls).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _check_plugin_options(where: str, options: dict, cls: type) -> None:
+    """Every key of ``options`` (``cfg`` or a ``stage_cfgs`` entry) must be an option of
+    ``cls`` other than ``in_channels``, which the backbone sets."""
+    if _takes_any_keyword(cls):
+        return  # checked when built (see build_stage_plugins)
+    allowed = [name for name in _options(cls) if name != 'in_channels']
+    for name in options:
+        if name not in allowed and name not in CFG_KEYS and name != 'in_channels':
+            raise unknown_option_error(where, name, cls, allowed)
+
+
+def _build_plugin(field: str, cfg: dict, cls: type, stage: int) -> nn.Module:
+    """Build the plugin ``cfg`` (``in_channels`` set) of class ``cls`` after stage ``stage``."""
+    if not _takes_any_keyword(cls):
+        missing = [name for name, p in inspect.signature(cls).parameters.items()
+                   if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   and name not in cfg]
+        if missing:
+            raise ValueError(f'{field}.cfg: {cls.__name__} needs {missing} (missing for the '
+                             f'plugin after stage {stage}); set it in {field}.cfg, or per '
+                             f'stage in {field}.stage_cfgs')
+        return MODELS.build(cfg)
+    try:
+        return MODELS.build(cfg)
+    except TypeError as error:  # a **kwargs constructor passed an option it does not take on
+        if 'unexpected keyword argument' not in str(error):
+            raise
+        raise ValueError(f'{field}.cfg (type {cls.__name__}) has an option it does not take: '
+                         f'{error}; its named options: '
+                         f'{sorted(set(_options(cls)) - {"in_channels"})}') from error
+
+
 def build_stage_plugins(plugins: Optional[Sequence[dict]],
                         stage: int,
                         num_stages: int,
@@ -67,6 +179,10 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
     does not set it is built with the backbone's ``norm_cfg`` (when given); a plugin's own
     ``norm_cfg`` wins, and a type whose default is no norm (mmcv's ``NonLocal2d``) or that has
     no such option (mmcv's ``ContextBlock``) is built as its config says.
+
+    A type that is not registered, and an option (in ``cfg`` or a ``stage_cfgs`` entry) that
+    the type does not take, raise a ValueError naming the entry (``plugins[i].cfg``), the
+    allowed plugin types or options, and the closest match.
     """
     if plugins is not None and not isinstance(plugins, (list, tuple)):
         raise ValueError(f'plugins must be a list of dicts (each with a "cfg" key), or None; got '
@@ -90,6 +206,7 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
         if not isinstance(plugin['cfg'], dict) or 'type' not in plugin['cfg']:
             raise ValueError(f'{field}.cfg must be a dict with a "type" key (the module to '
                              f"insert, e.g. dict(type='NonLocalBlock')), got {plugin['cfg']!r}")
+        plugin_cls = _plugin_class(f'{field}.cfg', plugin['cfg'])
         stages = per_stage(f'{field}.stages', plugin.get('stages', True), num_stages)
         for flag in stages:
             check_choice(f'{field}.stages', flag, (True, False))
@@ -106,6 +223,15 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
                 if options and 'in_channels' in options:
                     raise ValueError(f'{field}.stage_cfgs[{i}].in_channels is set by the '
                                      'backbone (stage width)')
+                for key in CFG_KEYS:
+                    if options and key in options:
+                        raise ValueError(
+                            f'{field}.stage_cfgs[{i}].{key}={options[key]!r}: a plugin has one '
+                            f'type, {field}.cfg.{key}; stage_cfgs hold per-stage options')
+                _check_plugin_options(f'{field}.stage_cfgs[{i}]', options or {}, plugin_cls)
+        if 'in_channels' in plugin['cfg']:
+            raise ValueError(f'{field}.cfg.in_channels is set by the backbone (stage width)')
+        _check_plugin_options(f'{field}.cfg', plugin['cfg'], plugin_cls)
         for where, options in [(f'{field}.cfg', plugin['cfg'])] + [
                 (f'{field}.stage_cfgs[{i}]', c) for i, c in enumerate(stage_cfgs or [])]:
             if isinstance(options, dict) and pretrained_init(
@@ -118,8 +244,6 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
         if not stages[stage]:
             continue
         cfg = dict(plugin['cfg'])
-        if 'in_channels' in cfg:
-            raise ValueError(f'{field}.cfg.in_channels is set by the backbone (stage width)')
         if stage_cfgs is not None:
             cfg.update(stage_cfgs[stage] or {})
         if not use_activation and 'use_activation' not in cfg \
@@ -129,7 +253,7 @@ def build_stage_plugins(plugins: Optional[Sequence[dict]],
             cfg['norm_cfg'] = dict(norm_cfg)  # the backbone's norm replaces the plugin's default
         # mmpoly's registry scope, also when the backbone is built from an mmdet config
         cfg.setdefault('_scope_', 'mmpretrain')
-        modules.append(MODELS.build(dict(cfg, in_channels=channels)))
+        modules.append(_build_plugin(field, dict(cfg, in_channels=channels), plugin_cls, stage))
     return modules
 
 
@@ -156,8 +280,8 @@ def build_block(block_cfg: dict, **stage_args) -> ResNetBlock:
     options = {k: v for k, v in block_cfg.items() if k != 'type'}
     for name in options:
         if name not in accepted:
-            raise ValueError(f'block_cfg has unknown option {name!r} for {block_cls.__name__}; '
-                             f'allowed options: {sorted(set(accepted) - set(stage_args))}')
+            raise unknown_option_error('block_cfg', name, block_cls,
+                                       sorted(set(accepted) - set(stage_args)))
         if name in stage_args and stage_args[name] is not None:
             raise ValueError(f'block_cfg.{name} is set by the backbone; set it there instead')
     for name, value in stage_args.items():
@@ -195,7 +319,8 @@ class PolyResNetBase(BaseBackbone):
         zero_init_residual: zero γ of the last branch norm of every block.
         use_activation: False removes every activation in the stem and blocks, and in the
             plugins that take a ``use_activation`` option and leave it unset (the
-            non-local blocks: no softmax); a plugin's own value is kept.
+            non-local blocks: no softmax); a plugin's own value is kept. An ``act_cfg`` other
+            than its default (or None / 'none') is then an error, as it would be unused.
         with_cp: checkpoint every block (mmpretrain's ResNet option): in training its
             intermediate maps are recomputed in the backward pass instead of kept (see
             :class:`~mmpoly.models.blocks.ResNetBlock`), also the first block after frozen
@@ -234,7 +359,7 @@ class PolyResNetBase(BaseBackbone):
                  with_cp: bool = False,
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='BN', requires_grad=True),
-                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 act_cfg: Optional[dict] = BACKBONE_ACT,
                  init_cfg: Union[None, dict, List[dict]] = DEFAULT_INIT) -> None:
         super().__init__(init_cfg=init_cfg)
         pretrained_init(init_cfg, 'backbone.init_cfg')  # two Pretrained entries are an error
@@ -290,8 +415,8 @@ class PolyResNetBase(BaseBackbone):
         norm_cfg = required_norm_cfg_option('backbone.norm_cfg', norm_cfg)
         for width in sorted({stem_channels, *stage_channels}):  # the stem's and blocks' norms
             check_norm_channels('backbone.norm_cfg', norm_cfg, width)
-        # checked even without activations: a typo must not pass unnoticed
-        act_cfg = act_cfg_option('backbone.act_cfg', act_cfg)
+        act_cfg = activation_option('backbone.act_cfg', act_cfg, BACKBONE_ACT, use_activation,
+                                    'the stem and blocks')
 
         self.in_channels = in_channels
         self.stage_blocks = list(stage_blocks)
@@ -419,12 +544,8 @@ class PolyResNetBase(BaseBackbone):
     def forward(self, x: Tensor) -> Tuple[Tensor, ...]:
         """(B, in_channels, H, W) -> one (B, stage_channels[i], H_i, W_i) map per out index."""
         # A torch.fx trace (symbolic shapes) skips the check; eager calls and exports keep it.
-        if not isinstance(x, torch.fx.Proxy) and (x.dim() != 4 or x.shape[1] != self.in_channels):
-            raise ValueError(
-                f'model.backbone.in_channels={self.in_channels} but the input batch has shape '
-                f'{tuple(x.shape)} ({x.shape[1] if x.dim() > 1 else "no"} channels): set '
-                'backbone.in_channels to the channels the data pipeline / data_preprocessor '
-                'delivers (3 for RGB, 1 for grey images and spectrograms)')
+        if not isinstance(x, torch.fx.Proxy):
+            self._check_input(x)
         x = self.stem(x)
         outs = []
         for i, name in enumerate(self.res_layers):
@@ -432,6 +553,21 @@ class PolyResNetBase(BaseBackbone):
             if i in self.out_indices:
                 outs.append(x)
         return tuple(outs)
+
+    def _check_input(self, x: Tensor) -> None:
+        """Raise a ValueError for an input that is not a (B, in_channels, H, W) batch."""
+        if x.dim() != 4:
+            hint = '; a single image? add the batch axis: x[None]' \
+                if x.dim() == 3 and x.shape[0] == self.in_channels else ''
+            raise ValueError(
+                f'the backbone expected a (B, C, H, W) batch, got shape {tuple(x.shape)} '
+                f'({x.dim()}-D{hint}); C = model.backbone.in_channels = {self.in_channels}')
+        if x.shape[1] != self.in_channels:
+            raise ValueError(
+                f'model.backbone.in_channels={self.in_channels} but the input batch has shape '
+                f'{tuple(x.shape)} ({x.shape[1]} channels): set backbone.in_channels to the '
+                'channels the data pipeline / data_preprocessor delivers (3 for RGB, 1 for grey '
+                'images and spectrograms)')
 
     def train(self, mode: bool = True) -> 'PolyResNetBase':
         super().train(mode)

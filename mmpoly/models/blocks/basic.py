@@ -9,8 +9,11 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from mmpoly.registry import MODELS
-from ..polynomial.options import (act_cfg_option, check_choice, check_norm_channels,
+from ..polynomial.options import (activation_option, check_choice, check_norm_channels,
                                   check_positive_int, conv_cfg_option, required_norm_cfg_option)
+
+#: The block's default activation (``act_cfg``).
+RELU = dict(type='ReLU')
 
 
 @MODELS.register_module()
@@ -33,7 +36,9 @@ class ResNetBlock(BaseModule):
             ``norm_cfg`` (a 2-d norm; GroupNorm's num_groups must divide the channels) is also
             the norm of every higher-degree norm role a subclass leaves at 'BN'
             (:func:`~mmpoly.models.polynomial.options.block_norm_cfg`).
-        use_activation: False removes every activation of the block (no-activation networks).
+        use_activation: False removes every activation of the block (no-activation networks);
+            an ``act_cfg`` other than its default (or None / 'none') is then an error, as it
+            would be unused.
         with_cp: as mmpretrain's ``BasicBlock``: in training, recompute the block's
             intermediate maps in the backward pass (``torch.utils.checkpoint``) instead of
             keeping them, for less memory and a second forward pass of every block. Unlike
@@ -53,7 +58,7 @@ class ResNetBlock(BaseModule):
                  first_degree_convs: int = 2,
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: dict = dict(type='BN'),
-                 act_cfg: Optional[dict] = dict(type='ReLU'),
+                 act_cfg: Optional[dict] = RELU,
                  use_activation: bool = True,
                  with_cp: bool = False,
                  init_cfg: Optional[dict] = None) -> None:
@@ -73,10 +78,8 @@ class ResNetBlock(BaseModule):
         norm_cfg = required_norm_cfg_option('norm_cfg', norm_cfg)
         check_norm_channels('norm_cfg', norm_cfg, out_channels)
         self.norm_cfg = norm_cfg  # also the norm of a subclass's roles left at 'BN'
-        # checked even without activations: a typo must not pass unnoticed
-        act_cfg = act_cfg_option('act_cfg', act_cfg)
-        if not use_activation:
-            act_cfg = None
+        act_cfg = activation_option('act_cfg', act_cfg, RELU, use_activation, 'the block')
+        act_cfg = act_cfg if use_activation else None
 
         self.conv1 = build_conv_layer(
             conv_cfg, in_channels, out_channels, 3, stride=stride, padding=1, bias=False)

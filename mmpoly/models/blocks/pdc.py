@@ -1,4 +1,5 @@
 """PDC: the ResNet block augmented with higher-degree terms that share no factors."""
+import inspect
 from typing import Optional, Union
 
 from mmcv.cnn import build_norm_layer
@@ -7,9 +8,17 @@ from torch import Tensor, nn
 from mmpoly.registry import MODELS
 from ..polynomial import (PolynomialTerm, act_cfg_option, block_norm_cfg, check_number,
                           check_odd_kernel, check_positive_int)
+from ..polynomial.options import unused_activation
 from .basic import ResNetBlock
 
 LEAKY_RELU = dict(type='LeakyReLU', negative_slope=0.01)
+
+#: The options of the higher-degree terms (degrees 2..N), which a degree-1 block does not build.
+TERM_OPTIONS = ('hidden_channels', 'factor_kernel_size', 'projection_kernel_size',
+                'num_projection_convs', 'input_norm', 'factor_norm', 'projection_norm',
+                'factor_act', 'projection_act', 'scale_init')
+#: The activation options of the terms (compared as the layer configs they give).
+ACT_OPTIONS = ('factor_act', 'projection_act')
 
 
 @MODELS.register_module()
@@ -43,6 +52,10 @@ class PDCBlock(ResNetBlock):
         factor_act / projection_act: activations of factors / projection ('none' to drop).
         scale_init: initial value of every α_n (``init_a``; 0 switches the terms off at start).
         Other args: see :class:`ResNetBlock`.
+
+    Options that would be unused are errors: with ``degree=1`` any term option
+    (:data:`TERM_OPTIONS`) other than its default, and with ``use_activation=False`` a
+    ``factor_act`` / ``projection_act`` other than its default (or None / 'none').
     """
 
     def __init__(self,
@@ -70,6 +83,12 @@ class PDCBlock(ResNetBlock):
         super().__init__(in_channels, out_channels, stride, first_degree_convs, conv_cfg,
                          norm_cfg, act_cfg, use_activation, with_cp=with_cp, init_cfg=init_cfg)
         self.degree = check_positive_int('degree', degree)
+        given = dict(hidden_channels=hidden_channels, factor_kernel_size=factor_kernel_size,
+                     projection_kernel_size=projection_kernel_size,
+                     num_projection_convs=num_projection_convs, input_norm=input_norm,
+                     factor_norm=factor_norm, projection_norm=projection_norm,
+                     factor_act=factor_act, projection_act=projection_act,
+                     scale_init=scale_init)
         hidden_channels = out_channels if hidden_channels is None else hidden_channels
         self.hidden_channels = check_positive_int('hidden_channels', hidden_channels)
         check_odd_kernel('factor_kernel_size', factor_kernel_size)
@@ -83,9 +102,10 @@ class PDCBlock(ResNetBlock):
                                          out_channels)
         factor_act = act_cfg_option('factor_act', factor_act)
         projection_act = act_cfg_option('projection_act', projection_act)
+        check_number('scale_init', scale_init)
+        self._refuse_unused(given, use_activation)
         if not use_activation:
             factor_act = projection_act = None
-        check_number('scale_init', scale_init)
 
         self.input_norm: nn.Module = nn.Identity()
         if degree >= 2 and input_norm_cfg is not None:
@@ -105,6 +125,32 @@ class PDCBlock(ResNetBlock):
                 projection_norm=projection_norm,
                 projection_act=projection_act,
                 scale_init=scale_init) for n in range(2, degree + 1))
+
+    def _refuse_unused(self, given: dict, use_activation: bool) -> None:
+        """Raise a ValueError for a term option in ``given`` (checked values) that the block
+        would not use: any of them at degree 1 (no terms), an activation without
+        activations."""
+        defaults = {name: p.default for name, p in
+                    inspect.signature(PDCBlock.__init__).parameters.items()}
+        if self.degree == 1:
+            unused = [name for name in TERM_OPTIONS if (
+                act_cfg_option(name, given[name]) != act_cfg_option(name, defaults[name])
+                if name in ACT_OPTIONS else given[name] != defaults[name])]
+            if unused:
+                listed = ', '.join(f'{name}={given[name]!r}' for name in unused)
+                backbone = ' (hidden_channels also comes from backbone.hidden_channels)' \
+                    if 'hidden_channels' in unused else ''
+                raise ValueError(
+                    f'{listed}: unused with degree=1, which builds no higher-degree terms (the '
+                    f'block is a ResNetBlock): set degree >= 2, or leave '
+                    f'{"it" if len(unused) == 1 else "them"} unset{backbone}')
+        if not use_activation:
+            for name in ACT_OPTIONS:
+                if unused_activation(given[name], defaults[name]):
+                    raise ValueError(
+                        f'{name}={given[name]!r} is unused with use_activation=False, which '
+                        'removes every activation of the block: set use_activation=True, or '
+                        f"leave {name} unset (or None / 'none')")
 
     def polynomial_terms(self, branch: Tensor, shortcut: Tensor) -> Tensor:
         out = branch + shortcut  # the first-degree term

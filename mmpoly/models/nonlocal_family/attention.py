@@ -20,7 +20,7 @@ from typing import Optional, Union
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import ConvModule
-from mmengine.model import BaseModule, constant_init, normal_init
+from mmengine.model import BaseModule, PretrainedInit, constant_init, initialize, normal_init
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
@@ -227,10 +227,11 @@ class NonLocalBase(BaseModule):
             adds c parameters per block (2c for BN, minus the c of the dropped conv bias). A
             backbone plugin whose config leaves norm_cfg unset gets the backbone's
             ``norm_cfg`` (:func:`~mmpoly.models.backbones.poly_resnet.build_stage_plugins`).
-        init_cfg: mmengine init config. None (default): every factor conv normal(0, 0.01) with
-            zero bias and conv_out (or its norm) zero, so that the block starts as the
-            identity. This runs in ``__init__`` and again in :meth:`init_weights` (after a
-            backbone's own ``init_cfg``).
+        init_cfg: mmengine init config, applied in :meth:`init_weights` over the default
+            initialisation: every factor conv normal(0, 0.01) with zero bias and conv_out (or
+            its norm) zero, so that the block starts as the identity. The default runs in
+            ``__init__`` and again in :meth:`init_weights` (after a backbone's own
+            ``init_cfg``); what ``init_cfg`` does not cover keeps it.
     """
 
     #: Degree of the block as a polynomial of its input (softmax off; the residual adds 1).
@@ -289,9 +290,19 @@ class NonLocalBase(BaseModule):
             constant_init(self.conv_out.conv, 0.0)
 
     def init_weights(self) -> None:
+        """The default initialisation, then ``init_cfg`` over it (its ``Pretrained`` entries
+        last, as mmengine orders them). mmengine's ``BaseModule.init_weights`` runs
+        ``init_cfg`` before each child ``ConvModule``'s own ``init_weights`` (Kaiming, norm
+        weight 1), which would overwrite it and the zero output gate."""
+        if self.is_init:
+            super().init_weights()  # mmengine's warning that it ran more than once
+            return
         super().init_weights()
-        if self.init_cfg is None:
-            self.reset_parameters()
+        self.reset_parameters()
+        if self.init_cfg:
+            cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg]
+            initialize(self, sorted(cfgs, key=lambda cfg: cfg['type'] in (
+                'Pretrained', PretrainedInit)))
 
     def check_input(self, x: Tensor) -> None:
         """Raise a ValueError for a feature map this block cannot take."""

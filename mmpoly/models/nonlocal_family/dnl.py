@@ -9,6 +9,9 @@ from ..polynomial.options import check_number
 from .attention import OUTPUT_NORM, mix_positions, pairwise_product, to_map, to_positions
 from .nl import NonLocalBlock
 
+#: DNL's softmax temperature τ (Yin et al. 2020), the default.
+TEMPERATURE = 0.05
+
 
 @MODELS.register_module()
 class DisentangledNonLocalBlock(NonLocalBlock):
@@ -30,13 +33,15 @@ class DisentangledNonLocalBlock(NonLocalBlock):
     every position. g and conv_out are shared by the two terms: conv_out is applied once to
     their sum (mmsegmentation's ``conv_out(y + unary)``; the same as summing two conv_out
     outputs, except that conv_out's bias is added once). Extra parameters over NL: c + 1.
-    With ``use_softmax=False`` A and m are divided by HW instead, τ is not used, and ``out``
-    is a polynomial of degree exactly 3 in x (the centring is linear).
+    With ``use_softmax=False`` (or ``use_activation=False``) A and m are divided by HW instead,
+    τ is not used (a ``temperature`` other than the default is then an error), and ``out`` is
+    a polynomial of degree exactly 3 in x (the centring is linear).
 
     Shapes: x (B, c, H, W) -> (B, c, H, W), any H, W.
 
     Args:
-        temperature: τ > 0, the softmax temperature of the pairwise logits (0.05 in DNL).
+        temperature: τ > 0, the softmax temperature of the pairwise logits (0.05 in DNL);
+            only with the softmax.
         Other args: see :class:`~mmpoly.models.nonlocal_family.attention.NonLocalBase`.
     """
 
@@ -47,7 +52,7 @@ class DisentangledNonLocalBlock(NonLocalBlock):
                  reduction: int = 4,
                  use_softmax: bool = True,
                  use_scale: bool = True,
-                 temperature: float = 0.05,
+                 temperature: float = TEMPERATURE,
                  use_activation: bool = True,
                  norm_cfg: Union[None, str, dict] = OUTPUT_NORM,
                  init_cfg: Optional[Union[dict, list]] = None) -> None:
@@ -55,6 +60,14 @@ class DisentangledNonLocalBlock(NonLocalBlock):
             raise ValueError(f'temperature must be a positive number, got {temperature!r}')
         super().__init__(in_channels, reduction, use_softmax, use_scale, use_activation,
                          norm_cfg, init_cfg)
+        if not self.use_softmax and float(temperature) != TEMPERATURE:
+            off = 'use_softmax=False' if not use_softmax else \
+                'use_activation=False (which also turns the softmax off)'
+            raise ValueError(
+                f'temperature={temperature!r} is unused with {off}: τ divides the pairwise '
+                'logits before the softmax, and without it the position map is divided by the '
+                f'number of positions; leave temperature unset (or {TEMPERATURE}), or use the '
+                'softmax (use_softmax=True, use_activation=True)')
         self.temperature = float(temperature)
         self.conv_mask = self.factor(1)  # c4
         self.reset_parameters()

@@ -44,8 +44,9 @@ class PDCNonLocal3(NonLocalBase):
     ``norm_cfg``), zero-initialised. With ``use_softmax=False`` A3 and A2 are divided by HW
     and ``out`` is a polynomial of degree exactly 3 in x.
 
-    Parameters: 5(c²/r + c/r) [C1, C2, C3, C5, C6] + (c²/r + c) [conv_out] + (c·HW + HW) [C4];
-    c = 64, r = 4, HW = 32² gives 72,848.
+    Parameters: 5(c²/r + c/r) [C1, C2, C3, C5, C6] + (c²/r + 2c) [conv_out and its BN, the
+    default ``norm_cfg``; c²/r + c, a biased conv, with ``norm_cfg=None``] + (c·HW + HW) [C4];
+    c = 64, r = 4, HW = 32² gives 72,912 (72,848 with ``norm_cfg=None``).
 
     Shapes: x (B, c, H, W) -> (B, c, H, W) with (H, W) = ``spatial_size``.
 

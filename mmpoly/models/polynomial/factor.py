@@ -30,6 +30,8 @@ class Factor(ConvModule):
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: Optional[dict] = dict(type='BN'),
                  act_cfg: Optional[dict] = None) -> None:
+        check_positive_int('in_channels', in_channels)
+        check_positive_int('out_channels', out_channels)
         check_odd_kernel('kernel_size', kernel_size)
         own_act = act_cfg is not None and not _takes_inplace(act_cfg['type'])
         super().__init__(
@@ -152,6 +154,8 @@ class Projection(nn.Sequential):
                  conv_cfg: Optional[dict] = None,
                  norm_cfg: Optional[dict] = dict(type='IN'),
                  act_cfg: Optional[dict] = None) -> None:
+        check_positive_int('in_channels', in_channels)
+        check_positive_int('out_channels', out_channels)
         check_positive_int('num_convs', num_convs)
         convs = [
             Factor(in_channels if i == 0 else out_channels, out_channels, kernel_size,

@@ -23,6 +23,7 @@ class ChannelGate(BaseModule):
                  out_act_cfg: Optional[dict] = dict(type='Sigmoid'),
                  field: str = 'reduction') -> None:
         super().__init__()
+        check_positive_int('channels', channels)
         check_positive_int(field, reduction)
         if reduction > channels:
             raise ValueError(f'{field} ({reduction}) must not exceed the block width '

@@ -205,6 +205,29 @@ def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
     return _layer_cfg(name, value, 'an activation', 'build_activation_layer')
 
 
+def unused_activation(value: ActOption, default: ActOption) -> bool:
+    """Whether the activation option ``value`` (already checked), given to a block or backbone
+    with ``use_activation=False``, asks for an activation that is not built: it names one
+    (not None or 'none') other than the parameter's ``default``. A default is never refused
+    (configs switch activations off without touching it), nor a value that asks for none."""
+    cfg = act_cfg_option('value', value)
+    return cfg is not None and cfg != act_cfg_option('default', default)
+
+
+def activation_option(name: str, value: ActOption, default: ActOption, use_activation: bool,
+                      removed: str) -> Optional[dict]:
+    """:func:`act_cfg_option` of ``value``, checked even when ``use_activation=False`` (a typo
+    must not pass unnoticed), and a ValueError naming ``name`` when ``use_activation=False``
+    leaves it unused (:func:`unused_activation`); ``removed`` says whose activations go."""
+    cfg = act_cfg_option(name, value)
+    if not use_activation and unused_activation(cfg, default):
+        raise ValueError(
+            f'{name}={value!r} is unused with use_activation=False, which removes every '
+            f'activation of {removed}: set use_activation=True, or leave '
+            f"{name.split('.')[-1]} unset (or None / 'none')")
+    return cfg
+
+
 def _layer_dict(name: str, value: Any, kind: str, builder: str, example: str,
                 may_be_none: bool) -> Optional[dict]:
     """A copy of the mmcv layer config ``value`` (a dict with a resolvable 'type'), or None."""

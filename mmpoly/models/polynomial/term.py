@@ -60,6 +60,9 @@ class PolynomialTerm(BaseModule):
         if degree < 2:
             raise ValueError(f'degree of a PolynomialTerm must be >= 2 (degree 1 is the ResNet '
                              f'branch), got {degree}')
+        check_positive_int('in_channels', in_channels)
+        check_positive_int('hidden_channels', hidden_channels)
+        check_positive_int('out_channels', out_channels)
         check_number('scale_init', scale_init)
         factor_norm = norm_cfg_option('factor_norm', factor_norm)
         factor_act = act_cfg_option('factor_act', factor_act)
