@@ -281,8 +281,8 @@ def test_get_flops_accepts_a_known_cfg_option(capsys: pytest.CaptureFixture) -> 
 @pytest.mark.parametrize('key, message', [
     ('model.neck.dimm', "model.neck.dimm: 'dimm' is not a key of model.neck nor an argument of "
      "its type 'GlobalAveragePooling' \\(close matches: dim\\)"),
-    ('model.backbone.dept', r"model.backbone.dept: model.backbone has no key 'dept' \(close "
-     r'matches: depth\)'),
+    ('model.backbone.dept', r"model.backbone.dept: 'dept' is not a key of model.backbone nor an "
+     r"argument of its type 'PDCResNetCIFAR' \(close matches: depth"),
 ])
 def test_analyse_config_checks_cfg_options(key: str, message: str) -> None:
     """The API refuses a mistaken key as the CLI does: the neck typo used to pass unnoticed
