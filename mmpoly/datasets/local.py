@@ -30,7 +30,7 @@ def _check_split(dataset: str, split: object) -> None:
         raise ValueError(f"{dataset}: split must be 'train' or 'test', got {split!r}")
 
 
-def _check_flags(dataset: str, **flags: object) -> None:
+def check_flags(dataset: str, **flags: object) -> None:
     """Each flag must be a bool: a string such as 'no' would count as true."""
     for name, value in flags.items():
         if not isinstance(value, (bool, np.bool_)):
@@ -77,8 +77,8 @@ class _LocalCIFARMixin:
                  lazy_init: bool = False) -> None:
         name = type(self).__name__
         _check_split(name, split)
-        _check_flags(name, verify_checksums=verify_checksums, download=download,
-                     test_mode=test_mode, lazy_init=lazy_init)
+        check_flags(name, verify_checksums=verify_checksums, download=download,
+                    test_mode=test_mode, lazy_init=lazy_init)
         if download:
             raise ValueError(
                 f'{name}: download=True is not supported: {name} reads local files and never '
@@ -180,7 +180,7 @@ class LocalFashionMNIST(FashionMNIST):
                  indices: Optional[int] = None,
                  lazy_init: bool = False) -> None:
         _check_split(type(self).__name__, split)
-        _check_flags(type(self).__name__, test_mode=test_mode, lazy_init=lazy_init)
+        check_flags(type(self).__name__, test_mode=test_mode, lazy_init=lazy_init)
         super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=False,
                          data_prefix=data_prefix, test_mode=bool(test_mode), pipeline=pipeline,
                          indices=indices, lazy_init=bool(lazy_init))

@@ -24,6 +24,7 @@ from mmpretrain.datasets import BaseDataset
 
 from mmpoly.registry import DATASETS
 from .audio_transforms import check_wav_header
+from .local import check_flags
 
 #: The 35 words of Speech Commands v0.02, in alphabetical order (the class order).
 SPEECH_COMMANDS_WORDS = (
@@ -123,10 +124,8 @@ class SpeechCommands(BaseDataset):
             raise ValueError(f'SpeechCommands: silence_ratio must be a number from 0 to '
                              f'{MAX_SILENCE_RATIO} (silent clips per word clip; 0: no _silence_ '
                              f'class, 0.1 in the configs), got {silence_ratio!r}')
-        for name, flag in (('unknown', unknown), ('verify_audio', verify_audio),
-                           ('test_mode', test_mode), ('lazy_init', lazy_init)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f'SpeechCommands: {name} must be True or False, got {flag!r}')
+        check_flags('SpeechCommands', unknown=unknown, verify_audio=verify_audio,
+                    test_mode=test_mode, lazy_init=lazy_init)
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate <= 0:
             raise ValueError(f'SpeechCommands: sample_rate must be a positive int (Hz), got '
                              f'{sample_rate!r}')

@@ -27,6 +27,7 @@ from mmengine.dataset import BaseDataset, force_full_init
 from mmengine.logging import print_log
 
 from mmpoly.registry import DATASETS
+from .local import check_flags
 
 __all__ = ['LongTailedDataset', 'LimitedDataset', 'long_tailed_counts']
 
@@ -86,8 +87,7 @@ class _PerClassSubset(ABC):
                  lazy_init: bool = False) -> None:
         owner = type(self).__name__
         _check_int(seed, 'seed', owner, 0)
-        if not isinstance(lazy_init, (bool, np.bool_)):
-            raise ValueError(f'{owner}: lazy_init must be True or False, got {lazy_init!r}')
+        check_flags(owner, lazy_init=lazy_init)
         if isinstance(dataset, dict):
             self.dataset = DATASETS.build(dataset)
         elif isinstance(dataset, BaseDataset) or hasattr(dataset, 'get_cat_ids'):

@@ -342,7 +342,7 @@ def _paths_named(root: Mapping[str, Any], name: str) -> List[str]:
     return [path for path, part in paths if name in part.split('_') or part in close]
 
 
-def _holds_value(node: Any, value: Any, part: str, name: str) -> bool:
+def _holds_value(node: Any, value: Any, part: Optional[str], name: str) -> bool:
     """Whether ``node`` (under the key ``part``) is where the config file put the value of its
     variable ``name``: a dict with all the items of a dict ``value`` (merged into a base dict),
     an equal list, an equal number or string; ``True``, ``False`` and ``None`` (too common to
@@ -449,22 +449,9 @@ LEGACY_KEYS = {
 
 def _holds(node: Any, value: Any, name: str, key: Optional[str] = None) -> bool:
     """Whether ``node`` (found under ``key``), or a dict value or list item anywhere inside it,
-    is ``value``, the value of the top-level key ``name``: a dict with all the items of a dict
-    ``value`` (a variable merged into a base dict), an equal number or string, or for ``True``
-    and ``False`` (too common to tell) the same value under a key called ``name``."""
-    if isinstance(node, Mapping) and isinstance(value, Mapping):
-        if all(item in node and node[item] == value[item] for item in value):
-            return True
-    elif isinstance(value, bool):
-        if key == name and node is value:
-            return True
-    elif type(node) is type(value) and node == value:
-        return True
-    if isinstance(node, Mapping):
-        return any(_holds(item, value, name, child) for child, item in node.items())
-    if isinstance(node, (list, tuple)):
-        return any(_holds(item, value, name) for item in node)
-    return False
+    holds ``value``, the value of the top-level key ``name`` (:func:`_holds_value`)."""
+    return _holds_value(node, value, key, name) or any(
+        _holds_value(item, value, part, name) for _, part, item in _tree(node))
 
 
 #: Top-level keys that mmengine 0.10's Runner, mmpretrain's and mmdet's test-time augmentation
