@@ -43,7 +43,9 @@ fi
 VENV="${MMPOLY_VENV:-$REPO/.venv}"
 XDIST=()
 if [ "$WORKERS" -gt 0 ]; then
-    XDIST=(-n "$WORKERS" --dist loadfile)
+    # files in collection order, which tests/conftest.py makes longest first (xdist's default
+    # orders them by their number of tests)
+    XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
     THREADS=$(( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) / WORKERS ))
     if [ "$THREADS" -lt 1 ]; then THREADS=1; fi
     export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$THREADS}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-$THREADS}"
