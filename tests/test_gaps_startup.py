@@ -18,7 +18,8 @@ from mmengine.config import Config
 from test_datasets import make_imagenet
 from test_startup_errors import run_main
 
-from mmpoly.datasets import LocalCIFAR10, LocalCIFAR100, LocalFashionMNIST
+from mmpoly.datasets import (LocalCIFAR10, LocalCIFAR100, LocalCocoDataset, LocalFashionMNIST,
+                             SpeechCommands)
 from mmpoly.utils import startup
 from mmpoly.utils.startup import StartupError, check_cfg_options
 
@@ -28,6 +29,7 @@ FASHION_EPOCHS = str(CONFIGS / 'pdc_resnet8_1xb128_fashion-mnist.py')
 CIFAR10 = str(CONFIGS / 'resnet18_1xb128_cifar10.py')
 IMAGENET = str(CONFIGS / 'pdc_resnet18_8xb32_in1k.py')
 MASK_RCNN = str(CONFIGS / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py')
+SPEECH = str(CONFIGS / 'pdc_resnet7_1xb128_speech-commands.py')
 TAIL = '. A key is a dotted path into the config, list items by index (e.g. param_scheduler.0.end)'
 NO_EFFECT = ("is not a top-level key of the config, nor one that mmengine's Runner or the tools "
              'read, so it would have no effect')
@@ -180,6 +182,77 @@ def test_fashion_mnist_check_data_takes_the_split_and_extracted_files(tmp_path: 
     assert str(checked.value) == str(loaded.value)
     if (FASHION_MNIST / 't10k-labels-idx1-ubyte.gz').is_file():
         LocalFashionMNIST.check_data(dict(split='test'))  # the default: Debian's folder
+
+
+def test_coco_check_data_raises_what_loading_raises(tmp_path: Path) -> None:
+    """The COCO folders and annotation file are checked in the order the dataset checks them,
+    with its message, and joined to data_root as mmengine joins them."""
+    root = tmp_path / 'coco'
+    cfg = dict(data_root=f'{root}/', ann_file='annotations/instances_val2017.json',
+               data_prefix=dict(img='val2017/'))
+    expected = [f"data_root '{root}/'", f"ann_file '{root}/annotations/instances_val2017.json'",
+                f"data_prefix.img '{root}/val2017/'"]
+    for step, field in enumerate(expected):
+        with pytest.raises(FileNotFoundError) as checked:
+            LocalCocoDataset.check_data(cfg)
+        with pytest.raises(FileNotFoundError) as loaded:
+            LocalCocoDataset(**cfg)
+        assert str(checked.value) == str(loaded.value)
+        assert str(checked.value).startswith(f'LocalCocoDataset: {field} does not exist. '), \
+            str(checked.value)
+        if step == 0:
+            (root / 'annotations').mkdir(parents=True)
+        elif step == 1:
+            (root / 'annotations/instances_val2017.json').write_text('{}')
+    (root / 'val2017').mkdir()
+    LocalCocoDataset.check_data(cfg)  # complete (the file's content is read later)
+    images = tmp_path / 'elsewhere'
+    with pytest.raises(FileNotFoundError, match=f"data_prefix.img '{images}' does not exist"):
+        LocalCocoDataset.check_data(dict(cfg, data_prefix=dict(img=str(images))))  # absolute
+    LocalCocoDataset.check_data(dict(data_root='s3://bucket/coco/', ann_file='a.json'))  # remote
+
+
+def test_speech_commands_check_data_raises_what_loading_raises(tmp_path: Path) -> None:
+    root = tmp_path / 'speech'
+    cfg = dict(data_root=str(root), split='test', words=['yes', 'no'])
+    for step in range(3):
+        with pytest.raises(FileNotFoundError) as checked:
+            SpeechCommands.check_data(cfg)
+        with pytest.raises(FileNotFoundError) as loaded:
+            SpeechCommands(**cfg)
+        assert str(checked.value) == str(loaded.value)
+        assert str(checked.value).startswith(
+            [f"SpeechCommands: data_root '{root}' does not exist. Download",
+             f"SpeechCommands: data_root '{root}' lacks validation_list.txt, testing_list.txt",
+             f"SpeechCommands: data_root '{root}' has no folder for the words ['no']; its word "
+             "folders: ['yes']"][step]), str(checked.value)
+        if step == 0:
+            (root / 'yes').mkdir(parents=True)
+        elif step == 1:
+            for name in ('validation_list.txt', 'testing_list.txt'):
+                (root / name).write_text('')
+    (root / 'no').mkdir()
+    SpeechCommands.check_data(cfg)
+    SpeechCommands.check_data(dict(cfg, words='yes'))  # refused by the constructor instead
+
+
+def test_coco_and_speech_commands_check_their_data_before_the_runner(
+        tools, tmp_path: Path, capsys: pytest.CaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """They used to fail once the Runner and the model were built, in a traceback."""
+    monkeypatch.chdir(tmp_path)
+    lines = run_main(tools[0], [MASK_RCNN, '--work-dir', str(tmp_path / 'w'), '--cfg-options',
+                                'model.backbone.init_cfg=None'], capsys)
+    assert len(lines) == 1 and lines[0].startswith(
+        "tools/train.py: error: LocalCocoDataset: data_root 'data/coco/' does not exist. "
+        'Download COCO 2017 from https://cocodataset.org/#download'), lines
+    checkpoint = tmp_path / 'x.pth'
+    checkpoint.write_bytes(b'')
+    lines = run_main(tools[1], [SPEECH, str(checkpoint), '--work-dir', str(tmp_path / 'w')],
+                     capsys)
+    assert len(lines) == 1 and lines[0].startswith(
+        "tools/test.py: error: SpeechCommands: data_root 'data/speech_commands' does not exist. "
+        'Download http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz'), lines
 
 
 # --------------------------------------------------------------------------- other settings

@@ -1,9 +1,11 @@
 """COCO 2017 in mmdet's layout, read from local files, with a clear error when they are missing."""
 import json
 import os.path as osp
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 from mmdet.datasets import CocoDataset
+from mmengine.fileio import join_path
+from mmengine.utils import is_abs
 from mmdet.datasets.api_wrappers import COCO
 
 from mmpoly.registry import DET_DATASETS
@@ -45,19 +47,49 @@ class LocalCocoDataset(CocoDataset):
 
     COCOAPI = CheckedCOCO
 
-    def load_data_list(self) -> List[dict]:
-        wanted = [('data_root', self.data_root, osp.isdir),
-                  ('ann_file', self.ann_file, osp.isfile),
-                  ('data_prefix.img', self.data_prefix.get('img', ''), osp.isdir)]
+    @classmethod
+    def _missing(cls, data_root: str, ann_file: str, img_prefix: str) -> Optional[Exception]:
+        """The FileNotFoundError for the first of ``data_root``, ``ann_file`` and
+        ``data_prefix.img`` (as the dataset joins them) that does not exist, else None."""
+        wanted = [('data_root', data_root, osp.isdir), ('ann_file', ann_file, osp.isfile),
+                  ('data_prefix.img', img_prefix, osp.isdir)]
         for field, path, check in wanted:
             if path and not check(path):
-                root = self.data_root or ''
-                raise FileNotFoundError(
-                    f'{type(self).__name__}: {field} {path!r} does not exist. Download COCO 2017 '
+                root = osp.join(data_root or '', '')
+                return FileNotFoundError(
+                    f'{cls.__name__}: {field} {path!r} does not exist. Download COCO 2017 '
                     'from https://cocodataset.org/#download (train2017.zip, val2017.zip, '
                     'annotations_trainval2017.zip) and extract it so that '
-                    f'{COCO_LAYOUT.format(root=osp.join(root, ""))} exist, or set '
+                    f'{COCO_LAYOUT.format(root=root)} exist, or set '
                     f'data_root (and ann_file, data_prefix) to where they are. '
                     'tools/dataset_converters/make_fashion_coco.py writes a small offline set in '
                     'this layout.')
+        return None
+
+    @classmethod
+    def check_data(cls, cfg: Mapping) -> None:
+        """Raise the FileNotFoundError that loading dataset config ``cfg`` would raise for a
+        missing folder or annotation file, without building the dataset or reading its files
+        (``tools/train.py`` and ``tools/test.py`` call it before the Runner is built). Values
+        that are not local paths (not strings, ``s3://...``) are left to the dataset."""
+        data_root, ann_file = cfg.get('data_root', ''), cfg.get('ann_file', '')
+        prefix = cfg.get('data_prefix', dict(img_path=''))
+        img = prefix.get('img', '') if isinstance(prefix, Mapping) else None
+        paths = (data_root or '', ann_file or '', img)
+        if not all(isinstance(path, str) and '://' not in path for path in paths):
+            return
+        # as mmengine's BaseDataset._join_prefix joins them
+        if ann_file and not is_abs(ann_file) and data_root:
+            ann_file = join_path(data_root, ann_file)
+        if img and not is_abs(img) and data_root:
+            img = join_path(data_root, img)
+        error = cls._missing(data_root or '', ann_file or '', img)
+        if error is not None:
+            raise error
+
+    def load_data_list(self) -> List[dict]:
+        error = self._missing(self.data_root or '', self.ann_file or '',
+                              self.data_prefix.get('img', ''))
+        if error is not None:
+            raise error
         return super().load_data_list()

@@ -17,7 +17,7 @@ import math
 import numbers
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 from mmpretrain.datasets import BaseDataset
@@ -148,8 +148,10 @@ class SpeechCommands(BaseDataset):
             return []
         return sorted(osp.join(folder, f) for f in os.listdir(folder) if f.endswith('.wav'))
 
-    def _check_root(self) -> None:
-        root = self.data_root
+    @classmethod
+    def _check_root(cls, root: str, words: Sequence[str]) -> None:
+        """Raise a FileNotFoundError naming what is missing: ``root``, its split lists or the
+        folder of one of ``words``."""
         if not osp.isdir(root):
             raise FileNotFoundError(f'SpeechCommands: data_root {root!r} does not exist. '
                                     f'{HOW_TO_GET}')
@@ -158,13 +160,26 @@ class SpeechCommands(BaseDataset):
             raise FileNotFoundError(f'SpeechCommands: data_root {root!r} lacks '
                                     f'{", ".join(missing)} (the split lists of the archive). '
                                     f'{HOW_TO_GET}')
-        absent = [w for w in self.words if not osp.isdir(osp.join(root, w))]
+        absent = [w for w in words if not osp.isdir(osp.join(root, w))]
         if absent:
             raise FileNotFoundError(f'SpeechCommands: data_root {root!r} has no folder for the '
-                                    f'words {absent}; its word folders: {self._word_folders()}')
+                                    f'words {absent}; its word folders: {cls._word_folders(root)}')
 
-    def _word_folders(self) -> List[str]:
-        root = self.data_root
+    @classmethod
+    def check_data(cls, cfg: Mapping) -> None:
+        """Raise the FileNotFoundError that loading dataset config ``cfg`` would raise for a
+        missing ``data_root``, split list or word folder, without building the dataset
+        (``tools/train.py`` and ``tools/test.py`` call it before the Runner is built). Values the
+        constructor would refuse are left to it."""
+        root, words = cfg.get('data_root'), cfg.get('words', SPEECH_COMMANDS_WORDS)
+        if not isinstance(root, str) or isinstance(words, str) \
+                or not isinstance(words, Sequence) \
+                or not all(isinstance(word, str) for word in words):
+            return
+        cls._check_root(root, words)
+
+    @staticmethod
+    def _word_folders(root: str) -> List[str]:
         return sorted(d for d in os.listdir(root)
                       if osp.isdir(osp.join(root, d)) and not d.startswith('_'))
 
@@ -176,7 +191,7 @@ class SpeechCommands(BaseDataset):
         for name in SPLIT_LISTS.values():
             held_out.update(_read_list(osp.join(root, name), root))
         entries = []
-        for folder in self._word_folders():
+        for folder in self._word_folders(root):
             for name in sorted(os.listdir(osp.join(root, folder))):
                 entry = f'{folder}/{name}'
                 if name.endswith('.wav') and entry not in held_out:
@@ -184,7 +199,7 @@ class SpeechCommands(BaseDataset):
         return entries
 
     def load_data_list(self) -> List[dict]:
-        self._check_root()
+        self._check_root(self.data_root, self.words)
         class_index: Dict[str, int] = {c: i for i, c in enumerate(self.metainfo['classes'])}
         noise_dir = osp.join(self.data_root, BACKGROUND_NOISE_DIR)
         noise_dir = noise_dir if osp.isdir(noise_dir) else None
