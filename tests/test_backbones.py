@@ -326,6 +326,26 @@ def test_pretrained_load_is_strict_in_every_init_cfg_form(form, tmp_path):
         torch.testing.assert_close(loaded[key], state[key])
 
 
+def test_pretrained_checkpoint_under_home_is_found(tmp_path, monkeypatch):
+    """'~/...' is the user's home, as mmengine's loader reads it: the backbone's own check and
+    the start-up checks used to report the existing file as missing."""
+    from mmengine.config import Config
+
+    from mmpoly.utils import startup
+    monkeypatch.setenv('HOME', str(tmp_path))
+    source = PolyResNetCIFAR(**SMALL)
+    torch.save(source.state_dict(), tmp_path / 'backbone.pth')
+    net = PolyResNetCIFAR(**SMALL, init_cfg=dict(type='Pretrained', checkpoint='~/backbone.pth'))
+    net.init_weights()
+    for key, value in source.state_dict().items():
+        torch.testing.assert_close(net.state_dict()[key], value)
+    startup.check_pretrained_backbone(Config(dict(model=dict(backbone=dict(
+        init_cfg=dict(type='Pretrained', checkpoint='~/backbone.pth'))))))
+    startup.check_checkpoint('~/backbone.pth', 'load_from', 'fix it')
+    with pytest.raises(startup.StartupError, match="load_from '~/other.pth' does not exist"):
+        startup.check_checkpoint('~/other.pth', 'load_from', 'fix it')
+
+
 @pytest.mark.parametrize('init_cfg', [
     dict(type='Pretrained', checkpoint='a.pth'),
     [dict(type='mmengine.Pretrained', checkpoint='a.pth')],

@@ -99,3 +99,32 @@ def test_engine_import_is_what_patches(imported: Dict[str, Dict[str, object]]) -
     assert "schemes['']" in changed
     assert "prefix_to_backends['']" in changed and "backends['local']" in changed
     assert imported['mmpoly.engine']['engine'] is True
+
+
+#: The model hub, used as README shows: a zoo model with its weights, and inference on an image.
+HUB_USE = SNAPSHOT.split('results = {}')[0] + r'''
+import numpy as np
+import mmpoly
+from mmpretrain import get_model, inference_model
+before = snapshot()
+model = get_model('pdc_resnet8_1xb128-1400i_fashion-mnist', pretrained=True)
+image = np.zeros((28, 28), np.uint8)
+image[6:22, 9:19] = 200  # a bright upright block
+result = inference_model(model, image)
+print('\n' + json.dumps(dict(changes=changes(before, snapshot()),
+                             engine='mmpoly.engine' in sys.modules,
+                             scores=len(result['pred_scores']),
+                             engine_listed='mmpoly.engine' in
+                             model._config.custom_imports.imports)))
+'''
+
+
+def test_the_model_hub_does_not_patch() -> None:
+    """get_model reads the config, whose custom_imports list mmpoly.engine for runners: the hub
+    imports the config's other modules only, so getting a model and running it leave mmengine's
+    loading and saving as they were."""
+    result = subprocess.run([sys.executable, '-c', HUB_USE], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out == dict(changes=[], engine=False, scores=10, engine_listed=True), out

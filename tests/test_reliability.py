@@ -65,6 +65,25 @@ def test_atomic_write_creates_and_replaces(tmp_path: Path) -> None:
     assert _litter(target.parent) == []
 
 
+def test_atomic_write_writes_through_links_and_keeps_the_mode(tmp_path: Path) -> None:
+    """As open(path, 'wb') (mmengine's LocalBackend) does: a symbolic link keeps pointing at its
+    target, which gets the data; an existing file keeps its permission bits."""
+    target = tmp_path / 'data' / 'metrics.json'
+    target.parent.mkdir()
+    target.write_text('old')
+    target.chmod(0o640)
+    link = tmp_path / 'link.json'
+    link.symlink_to(target)
+    atomic_write('new', link)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == 'new' and target.stat().st_mode & 0o777 == 0o640
+    assert _litter(tmp_path) == [] and _litter(target.parent) == []
+    dangling = tmp_path / 'dangling.json'
+    dangling.symlink_to(tmp_path / 'data' / 'new.json')
+    atomic_write('made', dangling)  # the link's target is created
+    assert dangling.is_symlink() and (tmp_path / 'data' / 'new.json').read_text() == 'made'
+
+
 @pytest.mark.parametrize('existing', [False, True])
 def test_atomic_write_failure_leaves_no_file_and_no_litter(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch,

@@ -4,6 +4,7 @@ import io
 import os
 import os.path as osp
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -86,25 +87,33 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
     The data goes to a temporary file ``.<name>.<random>.mmpoly-tmp`` in the same folder, which
     is flushed, ``fsync``-ed and renamed onto ``path`` with ``os.replace``. On any error the
     temporary file is removed and ``path`` is left as it was. Missing parent folders are
-    created; the file gets the usual mode of a new file (0o666 minus the umask).
+    created. As ``open(path, 'wb')`` would, a symbolic link is written through (its target is
+    replaced, the link kept) and an existing file keeps its permission bits; a new file gets the
+    usual mode (0o666 minus the umask).
 
     Raises:
         DiskFullError: the file system ran out of space; the message names ``path``, the bytes
             needed and free, and says that ``path`` is unchanged.
     """
     path = os.fspath(path)
-    folder = osp.dirname(osp.abspath(path))
+    target = osp.realpath(path)  # through symbolic links, to the file they name
+    folder = osp.dirname(target)
     os.makedirs(folder, exist_ok=True)
     if isinstance(data, str):
         data = data.encode(encoding)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(path)}.', suffix=TEMP_SUFFIX)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = _default_mode()
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(target)}.',
+                               suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, 'wb') as f:
-            os.fchmod(f.fileno(), _default_mode())
+            os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as error:
         try:
             os.remove(tmp)

@@ -14,6 +14,10 @@ importing mmpoly adds names and changes nothing an mmpretrain user relies on (``
 is not modified). The one such name is ``resnet18_8xb32_in1k``: mmpretrain's ResNet18 (with its
 ImageNet weights) is the same network as mmpoly's degree-1 baseline; mmpoly's config is built by
 path, ``get_model(mmpoly_config_path('resnet18_8xb32_in1k.py'))``.
+
+The hub reads a model's config importing its ``custom_imports`` except ``mmpoly.engine``
+(:func:`_hub_model_class`), so that getting a model by name leaves mmengine's file loading and
+saving as they were.
 """
 import functools
 import os.path as osp
@@ -25,6 +29,8 @@ from .resources import resource_path
 __all__ = ['model_index_path', 'register_model_hub', 'mmpoly_model_names',
            'mmpretrain_model_names']
 
+#: The runners' part of mmpoly, which the hub does not import (:func:`_hub_model_class`).
+ENGINE = 'mmpoly.engine'
 #: metainfo of mmpoly's models (lower-case name -> modelindex Model), per model-index path.
 _LOADED: Dict[str, Dict[str, object]] = {}
 
@@ -62,6 +68,7 @@ def _load(index_path: str) -> Dict[str, object]:
             metainfo.config = _absolute(metainfo.config, root)
             if metainfo.weights:
                 metainfo.weights = _absolute(metainfo.weights, root)
+            metainfo.__class__ = _hub_model_class(type(metainfo))  # its config, read by the hub
             models[name] = metainfo
         _LOADED[index_path] = models
     return _LOADED[index_path]
@@ -109,6 +116,38 @@ def register_model_hub(index_path: Optional[str] = None) -> List[str]:
                              f'{getattr(registered, "filepath", None)}; rename the model')
     ModelHub._models_dict.update(added)
     return sorted(models)
+
+
+@functools.lru_cache(maxsize=None)
+def _hub_model_class(model_class: type) -> type:
+    """``model_class`` (modelindex's ``Model``) with a ``config`` that, given as a path, is read
+    on first use (and kept) importing its ``custom_imports`` except ``mmpoly.engine``.
+
+    ``ModelHub.get`` reads a config path with all its ``custom_imports``, and mmpoly's configs
+    list ``mmpoly.engine`` there for the runners that train them, which installs the safe
+    checkpoint loader and the atomic file backend for the whole process. The hub only builds a
+    model and its test pipeline (``mmpoly.models``, ``mmpoly.datasets``), so getting a model
+    changes how mmengine loads and saves files no more than importing mmpoly does."""
+    def get_config(self):
+        value = self.data.get('Config')
+        if isinstance(value, str):
+            from mmengine.config import Config
+            from mmengine.utils import import_modules_from_strings
+            value = Config.fromfile(value, import_custom_modules=False)
+            custom = value.get('custom_imports') or {}
+            imports = custom.get('imports', [])
+            imports = [imports] if isinstance(imports, str) else imports
+            import_modules_from_strings(
+                [m for m in imports if m != ENGINE and not m.startswith(f'{ENGINE}.')],
+                custom.get('allow_failed_imports', False))
+            self.data['Config'] = value
+        return value
+
+    def set_config(self, value) -> None:
+        self.data['Config'] = value
+
+    return type('MmpolyHubModel', (model_class, ),
+                dict(config=property(get_config, set_config), __doc__=_hub_model_class.__doc__))
 
 
 def mmpoly_model_names() -> List[str]:

@@ -696,10 +696,11 @@ def check_checkpoint(path: Optional[str], what: str, fix: str) -> None:
     (``scheme://...``) are left to the loader."""
     if not path or '://' in str(path):
         return
-    if osp.isdir(path):
+    local = osp.expanduser(path)  # '~' as mmengine's loader reads it
+    if osp.isdir(local):
         raise StartupError(f'{what} {path!r} is a directory, not a checkpoint file; {fix}')
-    if not osp.isfile(path):
-        folder = osp.dirname(path) or '.'
+    if not osp.isfile(local):
+        folder = osp.dirname(local) or '.'
         names = [n for n in sorted(os.listdir(folder)) if n.endswith('.pth')] \
             if osp.isdir(folder) else []
         raise StartupError(f'{what} {path!r} does not exist'
@@ -823,7 +824,7 @@ def check_pretrained_backbone(cfg: Config) -> None:
         raise StartupError(str(error)) from None
     checkpoint = (init or {}).get('checkpoint')
     if not isinstance(checkpoint, str) or not checkpoint or '://' in checkpoint \
-            or osp.isfile(checkpoint):
+            or osp.isfile(osp.expanduser(checkpoint)):  # mmengine's loader expands '~'
         return
     config = init.get('classifier_config')
     how = (f'It is written by training the classifier config {config} (e.g. '

@@ -133,7 +133,7 @@ def load_pretrained(module: nn.Module,
         FileNotFoundError: a local ``checkpoint`` that does not exist.
         PretrainedMismatchError: missing, unexpected or differently shaped tensors.
     """
-    if '://' not in checkpoint and not osp.isfile(checkpoint):
+    if '://' not in checkpoint and not osp.isfile(osp.expanduser(checkpoint)):  # as loaded
         how = (f'It is written by training the classifier config {classifier_config} (e.g. '
                f'tools/dist_train.sh {classifier_config} 8); ' if classifier_config else '')
         raise FileNotFoundError(
