@@ -65,6 +65,33 @@ def test_atomic_write_creates_and_replaces(tmp_path: Path) -> None:
     assert _litter(target.parent) == []
 
 
+SIGTERM_DURING_WRITE = r"""
+import os, sys, time
+from mmpoly.fileio import atomic as atomic_mod
+def slow_fsync(fd):
+    print('writing', flush=True)
+    time.sleep(60)
+atomic_mod.os.fsync = slow_fsync
+atomic_mod.atomic_write(b'x' * 1000, sys.argv[1])
+"""
+
+
+def test_sigterm_during_an_atomic_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A terminated export or save: the process ends by SIGTERM as before, without the partial
+    temporary file it used to leave beside the target."""
+    target = tmp_path / 'model.onnx'
+    proc = subprocess.Popen([sys.executable, '-c', SIGTERM_DURING_WRITE, str(target)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == 'writing\n'
+        assert len(_litter(tmp_path)) == 1  # the temporary file, mid-write
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=SUBPROCESS_TIMEOUT_S) == -signal.SIGTERM
+    finally:
+        proc.kill()
+    assert _litter(tmp_path) == [] and not target.exists()
+
+
 def test_atomic_write_writes_through_links_and_keeps_the_mode(tmp_path: Path) -> None:
     """As open(path, 'wb') (mmengine's LocalBackend) does: a symbolic link keeps pointing at its
     target, which gets the data; an existing file keeps its permission bits."""

@@ -29,7 +29,7 @@ lower bound next to the product of the block degrees.
 import copy
 import inspect
 import math
-import os.path as osp
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -587,9 +587,11 @@ def analyse_config(config: Union[str, Config],
                          f'{tuple(input_size)!r}')
     source = config if isinstance(config, str) else (config.filename or 'config')
     if isinstance(config, str):
-        if not osp.isfile(config):
+        if not os.path.isfile(config):
             raise FileNotFoundError(f'config file {config!r} does not exist')
-        config = Config.fromfile(config)
+        from mmpoly.utils.startup import check_model_config, load_config
+        config = load_config(config)  # a StartupError for a broken file or _base_
+        check_model_config(config, source)
     cfg = copy.deepcopy(config)
     if cfg_options:
         check_cfg_options(cfg, cfg_options)

@@ -1,13 +1,16 @@
 """Atomic file writes: a file appears under its final name only when it is complete."""
+import contextlib
 import errno
 import io
 import os
 import os.path as osp
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 __all__ = [
     'TEMP_SUFFIX', 'DiskFullError', 'atomic_write', 'atomic_savefig', 'free_bytes', 'format_bytes',
@@ -80,6 +83,35 @@ def _default_mode() -> int:
     return 0o666 & ~umask
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived inside :func:`_cleanup_on_sigterm`."""
+
+
+@contextlib.contextmanager
+def _cleanup_on_sigterm() -> Iterator[None]:
+    """Inside, a SIGTERM (under its default disposition, in the main thread) raises
+    :class:`_Terminated`, so that the caller's clean-up of a partial temporary file runs; the
+    process then ends by the signal, as it would have without this. A handler of the program's
+    own is left in place (it decides), as is any other thread's write."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # the default action: the process ends here
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def atomic_write(data: Union[bytes, str], path: Union[str, Path],
                  encoding: str = 'utf-8') -> None:
     """Write ``data`` to ``path`` so that ``path`` is either absent/old or complete.
@@ -89,7 +121,8 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
     temporary file is removed and ``path`` is left as it was. Missing parent folders are
     created. As ``open(path, 'wb')`` would, a symbolic link is written through (its target is
     replaced, the link kept) and an existing file keeps its permission bits; a new file gets the
-    usual mode (0o666 minus the umask).
+    usual mode (0o666 minus the umask). A SIGTERM during the write removes the temporary file too
+    (then the process ends by the signal, :func:`_cleanup_on_sigterm`).
 
     Raises:
         DiskFullError: the file system ran out of space; the message names ``path``, the bytes
@@ -105,30 +138,31 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = _default_mode()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(target)}.',
-                               suffix=TEMP_SUFFIX)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as error:
+    with _cleanup_on_sigterm():  # a terminated write removes its temporary file too
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(target)}.',
+                                   suffix=TEMP_SUFFIX)
         try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-            free = free_bytes(folder)
-            kept = (f'{path} is unchanged (its previous version is intact)'
-                    if osp.exists(path) else f'nothing was written to {path}')
-            raise DiskFullError(
-                path, len(data), free,
-                f'No space left on device while writing {path}: it needs {len(data)} bytes '
-                f'({format_bytes(len(data))}), {free} bytes ({format_bytes(free)}) are free on '
-                f'its file system. The partial file was removed and {kept}.') from error
-        raise
+            with os.fdopen(fd, 'wb') as f:
+                os.fchmod(f.fileno(), mode)
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException as error:
+            try:
+                os.remove(tmp)
+            except FileNotFoundError:
+                pass
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+                free = free_bytes(folder)
+                kept = (f'{path} is unchanged (its previous version is intact)'
+                        if osp.exists(path) else f'nothing was written to {path}')
+                raise DiskFullError(
+                    path, len(data), free,
+                    f'No space left on device while writing {path}: it needs {len(data)} bytes '
+                    f'({format_bytes(len(data))}), {free} bytes ({format_bytes(free)}) are free on '
+                    f'its file system. The partial file was removed and {kept}.') from error
+            raise
     fsync_dir(folder)
 
 

@@ -18,8 +18,15 @@ from mmpoly.registry import MODELS
 
 def standalone_model_config(path: str) -> Config:
     """The config at ``path`` with its data preprocessor moved into the model (as the Runner
-    does) and without a ``Pretrained`` backbone init (no checkpoint is read at build time)."""
-    cfg = Config.fromfile(path)
+    does) and without a ``Pretrained`` backbone init (no checkpoint is read at build time).
+
+    Raises:
+        StartupError: a missing or broken config file, or one without a buildable model
+            (:func:`mmpoly.utils.startup.load_config`, :func:`~.startup.check_model_config`).
+    """
+    from mmpoly.utils.startup import check_model_config, load_config
+    cfg = load_config(path)
+    check_model_config(cfg, path)
     if cfg.get('data_preprocessor') is not None and cfg.model.get('data_preprocessor') is None:
         cfg.model.data_preprocessor = copy.deepcopy(cfg.data_preprocessor)
     backbone = cfg.model.get('backbone')

@@ -43,7 +43,8 @@ __all__ = [
     'out_file_problem',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
-    'check_dist_cfg', 'check_dataloaders', 'check_hooks', 'check_pretrained_backbone'
+    'check_dist_cfg', 'check_dataloaders', 'check_hooks', 'check_pretrained_backbone',
+    'check_model_config'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -162,6 +163,24 @@ def load_config(filename: str) -> Config:
 
 
 # --------------------------------------------------------------------------- --cfg-options
+
+
+def check_model_config(cfg: Config, source: str) -> None:
+    """Refuse a config (read from ``source``) without a ``model`` dict, or whose ``model.type``
+    or ``model.backbone.type`` names nothing registered in the config's scope: building it
+    would end in an AttributeError or a registry KeyError traceback."""
+    model = cfg.get('model')
+    if not isinstance(model, Mapping):
+        raise StartupError(f'config {source!r} has no model (a dict); give a model config, e.g. '
+                           'one of configs/*.py, not a _base_ file')
+    scope = cfg.get('default_scope') or 'mmpretrain'
+    for key, node in (('model', model), ('model.backbone', model.get('backbone'))):
+        type_ = node.get('type') if isinstance(node, Mapping) else None
+        if isinstance(type_, str) and _registered(type_, node.get('_scope_', scope)) is None:
+            from mmengine.registry import MODELS
+            names = list((MODELS._search_child(scope) or MODELS).module_dict)
+            raise StartupError(f'{key}.type {type_!r} of config {source!r} is not a registered '
+                               f'model in scope {scope!r}{_close(type_, names)}')
 
 
 def _registered(type_: Any, scope: str) -> Optional[Any]:
@@ -587,18 +606,26 @@ def _write_probe(folder: str, subfolder: bool) -> Optional[str]:
     return None
 
 
-def out_file_problem(path: str, option: str) -> Optional[str]:
+def out_file_problem(path: str, option: str,
+                     inputs: Sequence[Tuple[str, Optional[str]]] = ()) -> Optional[str]:
     """Why a file cannot be written at ``path`` (given with ``option``, e.g. ``'--out'``), or
     None when it can, as far as can be told before writing it.
 
-    The message starts with ``OPTION 'PATH': ``; the caller adds what to do. Refused: a folder
-    (also a path ending in a separator), a path under a file, and a folder that cannot be
-    written to. Creates nothing (the atomic writers create missing folders when they write): a
-    missing folder is judged by its nearest existing ancestor, and whether a folder can be
-    written to is found out by creating a temporary entry in it and removing it again
-    (``os.access`` says yes to root even on a read-only file system).
+    The message starts with ``OPTION 'PATH': ``; the caller adds what to do. Refused: one of
+    ``inputs`` (what the tool reads, as (name, path) pairs, e.g. ``[('CHECKPOINT', path)]``:
+    writing would replace it), a folder (also a path ending in a separator), a path under a
+    file, and a folder that cannot be written to. Creates nothing (the atomic writers create
+    missing folders when they write): a missing folder is judged by its nearest existing
+    ancestor, and whether a folder can be written to is found out by creating a temporary entry
+    in it and removing it again (``os.access`` says yes to root even on a read-only file
+    system).
     """
     where = f'{option} {path!r}: '
+    for name, source in inputs:
+        if isinstance(source, str) and osp.isfile(source) and osp.isfile(path) \
+                and osp.samefile(source, path):
+            return where + f'is {name} {source!r}, which this command reads: writing there ' \
+                'would replace it'
     if osp.isdir(path):
         return where + 'is a folder'
     if path.endswith(('/', os.sep)):

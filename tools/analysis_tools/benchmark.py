@@ -63,6 +63,7 @@ from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.classifier_backbone import mmpoly_config_path
 from mmpoly.utils.complexity import build_model, default_input_shape, measure
+from mmpoly.utils.startup import out_file_problem
 
 _MEMORY_TAG = 'MMPOLY_BENCHMARK_MEMORY '
 _CIFAR100_FAMILIES = [
@@ -295,6 +296,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                              'classifiers only (a whole classifier, logits out, through '
                              'onnxruntime). Benchmark the detector without --onnx, or export '
                              'its backbone + neck with tools/deployment/pytorch2onnx.py')
+    if args.json:  # written after the measurement, which takes minutes: checked first
+        problem = out_file_problem(args.json, '--json', [('--baseline', args.baseline)] + [
+            ('a CONFIG', config) for config in args.configs])
+        if problem:
+            parser.error(f'{problem}; give the JSON file to write, in a writable folder')
     return args
 
 

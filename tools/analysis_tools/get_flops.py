@@ -14,7 +14,8 @@ from mmengine.config import DictAction
 
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import default_input_shape, measure
-from mmpoly.utils.startup import check_cfg_options, load_config, startup_errors
+from mmpoly.utils.startup import (check_cfg_options, check_model_config, load_config,
+                                  startup_errors)
 
 PROG = 'tools/analysis_tools/get_flops.py'
 
@@ -48,6 +49,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if args.cfg_options:
             check_cfg_options(cfg, args.cfg_options)
             cfg.merge_from_dict(args.cfg_options)
+        check_model_config(cfg, args.config)
     shape = default_input_shape(cfg)
     if args.shape:
         shape = (shape[0], *args.shape)

@@ -44,6 +44,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from mmpoly.fileio import atomic_savefig  # noqa: E402
+from mmpoly.utils.startup import out_file_problem  # noqa: E402
 
 DEFAULT_METRICS = ('loss', 'lr', 'accuracy/top1')
 SCALARS = '*/vis_data/scalars.json'
@@ -362,6 +363,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                      'work_dirs; give one per work_dir')
     if Path(args.out).suffix.lower() != '.png':
         parser.error(f'--out {args.out}: must end in .png')
+    problem = out_file_problem(args.out, '--out')
+    if problem:  # written after the logs are read and plotted: checked first
+        parser.error(f'{problem}; give the PNG file to write, in a writable folder')
     return args
 
 

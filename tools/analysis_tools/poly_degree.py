@@ -35,7 +35,7 @@ from mmengine.config import DictAction
 from mmpoly.analysis import MAX_MEASURABLE_DEGREE, PARTS, analyse_config
 from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import TRACEBACK_ENV, startup_errors
+from mmpoly.utils.startup import TRACEBACK_ENV, out_file_problem, startup_errors
 
 PROG = 'tools/analysis_tools/poly_degree.py'
 
@@ -78,6 +78,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.input_size is not None and min(args.input_size) < 1:
         raise ValueError(f'--input-size {" ".join(map(str, args.input_size))}: must be two '
                          'positive integers H W (the input height and width in pixels)')
+    problem = args.json and out_file_problem(args.json, '--json', [('CONFIG', args.config)])
+    if problem:  # written after the analysis: checked first
+        raise ValueError(f'{problem}; give the JSON file to write, in a writable folder')
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -88,10 +88,21 @@ def test_batches(cfg: Any, model: torch.nn.Module,
     return batches
 
 
+class ModelLoadError(Exception):
+    """A published model's config or checkpoint cannot be loaded: the run cannot check it."""
+
+
 def evaluate(entry: Dict[str, Any], num_images: Optional[int], opset: int,
              work_dir: str) -> Dict[str, Any]:
-    """Export one published model and compare onnxruntime with PyTorch and the metafile."""
-    cfg, model = load_model(str(REPO / entry['config']), str(REPO / entry['weights']))
+    """Export one published model and compare onnxruntime with PyTorch and the metafile.
+
+    Raises:
+        ModelLoadError: its config or checkpoint could not be loaded (named, with why).
+    """
+    try:
+        cfg, model = load_model(str(REPO / entry['config']), str(REPO / entry['weights']))
+    except Exception as error:  # missing, corrupt, unsafe or mismatched; a broken config
+        raise ModelLoadError(f"{entry['name']}: {error}") from error
     shape = input_shape_from_config(cfg)
     path = osp.join(work_dir, f"{entry['name']}.onnx")
     export_onnx(model, path, shape, batch_size=2, opset=opset, dynamic_batch=True)
@@ -238,7 +249,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         problem = out_file_problem(args.failed_out, '--failed-out')
         if problem:
             parser.error(f'{problem}; give the JSON file a failing run writes its results to')
-    results = run(args.models, args.num_images, args.opset)
+    try:
+        results = run(args.models, args.num_images, args.opset)
+    except ModelLoadError as error:  # nothing is written: the run is not complete
+        print(f'{parser.prog}: error: {error}', file=sys.stderr)
+        return 2
     for r in results['models']:
         print(f"{'ok  ' if passed(r) else 'FAIL'} {r['name']}: top-1 onnxruntime "
               f"{r['onnx_top1']:.2f}, PyTorch {r['pytorch_top1']:.2f}, metafile "

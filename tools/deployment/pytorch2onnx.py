@@ -30,7 +30,7 @@ import torch
 from mmpoly.deploy import (DEFAULT_OPSET, MIN_OPSET, PARITY_RTOL, check_opset, export_onnx,
                            fixed_size_modules, input_shape_from_config, is_detector, load_model,
                            onnx_parity, onnx_session)
-from mmpoly.utils.startup import out_file_problem
+from mmpoly.utils.startup import StartupError, out_file_problem
 
 
 def _positive_int(value: str) -> int:
@@ -78,7 +78,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         stem = osp.splitext(osp.basename(args.config))[0]
         args.out = osp.join('work_dirs', 'onnx', f'{stem}.onnx')
     # the export takes a while and writes its result only at the end: check the file first
-    problem = out_file_problem(args.out, '--out')
+    problem = out_file_problem(args.out, '--out', [('CONFIG', args.config),
+                                                   ('CHECKPOINT', args.checkpoint)])
     if problem:
         parser.error(f'{problem}; give the .onnx file to write, in a writable folder')
     return args
@@ -162,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
         cfg, model = load_model(args.config, args.checkpoint)
-    except ValueError as error:
+    except (ValueError, StartupError) as error:
         print(f'error: {error}', file=sys.stderr)
         return 2
     if args.checkpoint is None:
@@ -189,7 +190,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     worst = 0.0
     for x in verification_batches(shape, args.batch_size, args.dynamic_batch,
                                   args.dynamic_size):
-        parity = onnx_parity(model, args.out, x, part, session)
+        try:
+            parity = onnx_parity(model, args.out, x, part, session)
+        except ValueError as error:  # e.g. PyTorch's own output is not finite
+            print(f'error: --verify: {error}; {args.out} was written, but its outputs could not '
+                  'be compared', file=sys.stderr)
+            return 1
         worst = max(worst, parity.max_rel)
         print(f'input {tuple(x.shape)}: outputs {parity.shapes}, max |onnxruntime - PyTorch| '
               f'{parity.max_abs:.3e}, relative to max |PyTorch| ({parity.scale:.3e}): '
