@@ -4,9 +4,9 @@ import os.path as osp
 from typing import List, Mapping, Optional
 
 from mmdet.datasets import CocoDataset
+from mmdet.datasets.api_wrappers import COCO
 from mmengine.fileio import join_path
 from mmengine.utils import is_abs
-from mmdet.datasets.api_wrappers import COCO
 
 from mmpoly.registry import DET_DATASETS
 
