@@ -173,14 +173,20 @@ def check_model_config(cfg: Config, source: str) -> None:
     if not isinstance(model, Mapping):
         raise StartupError(f'config {source!r} has no model (a dict); give a model config, e.g. '
                            'one of configs/*.py, not a _base_ file')
-    scope = cfg.get('default_scope') or 'mmpretrain'
+    from mmengine.registry import MODELS
+    default_scope = cfg.get('default_scope') or 'mmpretrain'
     for key, node in (('model', model), ('model.backbone', model.get('backbone'))):
         type_ = node.get('type') if isinstance(node, Mapping) else None
-        if isinstance(type_, str) and _registered(type_, node.get('_scope_', scope)) is None:
-            from mmengine.registry import MODELS
-            names = list((MODELS._search_child(scope) or MODELS).module_dict)
+        if not isinstance(type_, str):
+            continue
+        scope = node.get('_scope_', default_scope)
+        with contextlib.suppress(ImportError):  # the scope's package registers its registries
+            importlib.import_module(f'{scope}.registry')
+        registry = MODELS._search_child(scope) or MODELS
+        if registry.get(type_) is None:
             raise StartupError(f'{key}.type {type_!r} of config {source!r} is not a registered '
-                               f'model in scope {scope!r}{_close(type_, names)}')
+                               f'model in scope {scope!r}'
+                               f'{_close(type_, list(registry.module_dict))}')
 
 
 def _registered(type_: Any, scope: str) -> Optional[Any]:
