@@ -29,7 +29,7 @@ lower bound next to the product of the block degrees.
 import copy
 import inspect
 import math
-import os
+import os.path as osp
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -587,7 +587,7 @@ def analyse_config(config: Union[str, Config],
                          f'{tuple(input_size)!r}')
     source = config if isinstance(config, str) else (config.filename or 'config')
     if isinstance(config, str):
-        if not os.path.isfile(config):
+        if not osp.isfile(config):
             raise FileNotFoundError(f'config file {config!r} does not exist')
         from mmpoly.utils.startup import check_model_config, load_config
         config = load_config(config)  # a StartupError for a broken file or _base_

@@ -5,10 +5,9 @@ from typing import List, Mapping, Optional
 
 from mmdet.datasets import CocoDataset
 from mmdet.datasets.api_wrappers import COCO
-from mmengine.fileio import join_path
-from mmengine.utils import is_abs
 
 from mmpoly.registry import DET_DATASETS
+from .local import join_to_root
 
 COCO_LAYOUT = ('{root}train2017/, {root}val2017/ and {root}annotations/instances_{{train,val}}'
                '2017.json')
@@ -78,12 +77,8 @@ class LocalCocoDataset(CocoDataset):
         paths = (data_root or '', ann_file or '', img)
         if not all(isinstance(path, str) and '://' not in path for path in paths):
             return
-        # as mmengine's BaseDataset._join_prefix joins them
-        if ann_file and not is_abs(ann_file) and data_root:
-            ann_file = join_path(data_root, ann_file)
-        if img and not is_abs(img) and data_root:
-            img = join_path(data_root, img)
-        error = cls._missing(data_root or '', ann_file or '', img)
+        error = cls._missing(data_root or '', ann_file and join_to_root(data_root, ann_file),
+                             join_to_root(data_root, img))
         if error is not None:
             raise error
 

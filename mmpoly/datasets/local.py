@@ -37,6 +37,12 @@ def check_flags(dataset: str, **flags: object) -> None:
             raise ValueError(f'{dataset}: {name} must be True or False, got {value!r}')
 
 
+def join_to_root(data_root: str, path: str) -> str:
+    """``path`` as mmengine's ``BaseDataset._join_prefix`` joins a ``data_prefix`` value to
+    ``data_root``: under it unless it is absolute or there is no ``data_root``."""
+    return join_path(data_root, path) if data_root and not is_abs(path) else path
+
+
 def _config_root(cfg: Mapping, default: str = '') -> Optional[str]:
     """The folder a dataset config's files are read from, as the dataset joins it
     (``data_root`` / ``data_prefix``, see ``BaseDataset._join_prefix``); None when it cannot be
@@ -46,7 +52,7 @@ def _config_root(cfg: Mapping, default: str = '') -> Optional[str]:
     if not isinstance(data_root, str) or not isinstance(prefix, str) \
             or '://' in data_root + prefix:
         return None
-    root = join_path(data_root, prefix) if data_root and not is_abs(prefix) else prefix
+    root = join_to_root(data_root, prefix)
     return root or None
 
 

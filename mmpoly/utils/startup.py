@@ -180,13 +180,18 @@ def check_model_config(cfg: Config, source: str) -> None:
         if not isinstance(type_, str):
             continue
         scope = node.get('_scope_', default_scope)
-        with contextlib.suppress(ImportError):  # the scope's package registers its registries
-            importlib.import_module(f'{scope}.registry')
+        _import_registries(scope)
         registry = MODELS._search_child(scope) or MODELS
         if registry.get(type_) is None:
             raise StartupError(f'{key}.type {type_!r} of config {source!r} is not a registered '
                                f'model in scope {scope!r}'
                                f'{_close(type_, list(registry.module_dict))}')
+
+
+def _import_registries(scope: str) -> None:
+    """Import ``<scope>.registry`` (where a scope's package makes its child registries), if any."""
+    with contextlib.suppress(ImportError):
+        importlib.import_module(f'{scope}.registry')
 
 
 def _registered(type_: Any, scope: str) -> Optional[Any]:
@@ -196,8 +201,7 @@ def _registered(type_: Any, scope: str) -> Optional[Any]:
         return type_ if callable(type_) else None
     from mmengine import registry as mm_registry
     from mmengine.registry import Registry
-    with contextlib.suppress(ImportError):  # the scope's package registers its registries
-        importlib.import_module(f'{scope}.registry')
+    _import_registries(scope)
     found = {}
     for name in dir(mm_registry):
         root = getattr(mm_registry, name)
@@ -799,8 +803,7 @@ def _hook_class(type_: Any, scope: str) -> Optional[type]:
     if not isinstance(type_, str):
         return None
     from mmengine.registry import HOOKS
-    with contextlib.suppress(ImportError):  # the scope's package registers its hooks
-        importlib.import_module(f'{scope}.registry')
+    _import_registries(scope)
     with contextlib.suppress(Exception):
         return (HOOKS._search_child(scope) or HOOKS).get(type_)
     return None
