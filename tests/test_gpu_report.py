@@ -283,8 +283,10 @@ def test_cpu_dry_run(tmp_path):
     # the fine-tuning on the CPU samples the RoIs and proposals the detector tests do
     (finetune, ) = [line for line in log.splitlines() if '] finetune: ' in line and
                     'tools/train.py' in line]
-    fewer_rois = load_tool('detection_protocol').fewer_rois_options(
-        str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
+    protocol = load_tool('detection_protocol')
+    fewer_rois = protocol.fewer_rois_options(
+        str(REPO / 'configs' / 'mask-rcnn_pdc-resnet18_fpn_1x_coco.py'),
+        protocol.PROTOCOLS['short'].det_rois)
     assert finetune.split()[-len(fewer_rois):] == fewer_rois, finetune
     metrics = steps['finetune_eval']['result']
     assert set(metrics) >= {'coco/bbox_mAP', 'coco/segm_mAP'}

@@ -42,8 +42,9 @@ from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
-                                  check_work_dir, load_config, out_file_problem, same_checkpoint,
-                                  startup_errors, warn_ignored_keys)
+                                  check_model_config, check_work_dir, load_config,
+                                  out_file_problem, same_checkpoint, startup_errors,
+                                  warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
 PREDICTION_SUFFIXES = ('.pkl', '.pickle')
@@ -306,6 +307,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         register_all_modules(init_default_scope=True)
         cfg = merge_args(load_config(args.config), args)
         warn_ignored_keys(cfg, 'tools/test.py', args.launcher)
+        check_model_config(cfg, args.config)
         check_dist_cfg(cfg)
         check_hooks(cfg)
         check_dataloaders(cfg, ['test_dataloader'])

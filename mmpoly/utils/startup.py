@@ -166,26 +166,42 @@ def load_config(filename: str) -> Config:
 
 
 def check_model_config(cfg: Config, source: str) -> None:
-    """Refuse a config (read from ``source``) without a ``model`` dict, or whose ``model.type``
-    or ``model.backbone.type`` names nothing registered in the config's scope: building it
-    would end in an AttributeError or a registry KeyError traceback."""
+    """Refuse a config (read from ``source``) without a ``model`` dict, whose ``model.type`` or
+    ``model.backbone.type`` names nothing registered in the config's scope (building it would
+    end in an AttributeError or a registry KeyError traceback), or whose ``model`` dict or one
+    of its parts with a ``type`` (backbone, neck, head, ...) has a key that its type does not
+    take (a ``TypeError`` traceback from deep in the build, e.g. ``depht=18`` for ``depth``).
+    Types that take ``**kwargs`` (see :func:`_arguments`) are not checked."""
     model = cfg.get('model')
     if not isinstance(model, Mapping):
         raise StartupError(f'config {source!r} has no model (a dict); give a model config, e.g. '
                            'one of configs/*.py, not a _base_ file')
     from mmengine.registry import MODELS
     default_scope = cfg.get('default_scope') or 'mmpretrain'
-    for key, node in (('model', model), ('model.backbone', model.get('backbone'))):
-        type_ = node.get('type') if isinstance(node, Mapping) else None
+    parts = [('model', model)] + [(f'model.{name}', node) for name, node in model.items()
+                                  if isinstance(node, Mapping) and 'type' in node]
+    for key, node in parts:
+        type_ = node.get('type')
         if not isinstance(type_, str):
             continue
         scope = node.get('_scope_', default_scope)
         _import_registries(scope)
         registry = MODELS._search_child(scope) or MODELS
-        if registry.get(type_) is None:
+        obj = registry.get(type_)
+        if obj is None:
+            if key not in ('model', 'model.backbone'):
+                continue  # a head or neck of another registry's scope: the build says
             raise StartupError(f'{key}.type {type_!r} of config {source!r} is not a registered '
                                f'model in scope {scope!r}'
                                f'{_close(type_, list(registry.module_dict))}')
+        arguments = _arguments(obj)
+        if arguments is None:
+            continue
+        unknown = [name for name in node if name not in arguments | {'type', '_scope_'}]
+        if unknown:
+            name = unknown[0]
+            raise StartupError(f'{key}.{name} of config {source!r}: {name!r} is not an argument '
+                               f'of {key}.type {type_!r}{_close(name, sorted(arguments))}')
 
 
 def _import_registries(scope: str) -> None:

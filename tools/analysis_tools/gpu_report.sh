@@ -334,12 +334,13 @@ warm_start "${TARGETS[@]}"
 # (the data and the checkpoint live in this run's temporary folder).
 COCO="$PARTS/fashion_coco"
 if [ "$DEVICE" = cpu ]; then  # the detector tests' CPU sizes: 128×160, and the RoIs and
-    # proposals of tools/detection_protocol.py's fewer_rois_options (test_cpu_dry_run checks)
+    # proposals of the short detection protocol (tools/detection_protocol.py's
+    # fewer_rois_options with its det_rois; test_cpu_dry_run checks)
     NUM=(--train 4 --val 2 --image-size 128 160); EPOCHS=1
     LOADERS=(train_dataloader.num_workers=0 train_dataloader.persistent_workers=False
              val_dataloader.num_workers=0 val_dataloader.persistent_workers=False
              test_dataloader.num_workers=0 test_dataloader.persistent_workers=False)
-    CPU_SIZES=(model.train_cfg.rcnn.sampler.num=64 model.train_cfg.rpn_proposal.max_per_img=300)
+    CPU_SIZES=(model.train_cfg.rcnn.sampler.num=16 model.train_cfg.rpn_proposal.max_per_img=300)
 else
     NUM=(--train 512 --val 64); EPOCHS=2; LOADERS=(); CPU_SIZES=()
 fi
