@@ -291,6 +291,30 @@ def test_an_argument_a_model_part_does_not_take_is_one_line(tools, tmp_path: Pat
         check_model_config(load_config(str(top)), str(top))
 
 
+def test_a_visualizer_backend_without_its_package_is_one_line(tools, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture
+                                                              ) -> None:
+    """docs/en/analysis_tools.md's TensorBoard config without tensorboard installed (the set-up
+    does not install it) ended in an ImportError traceback from inside the Runner and left a
+    work_dir holding only the dumped config; both tools now refuse it at start-up."""
+    import importlib.util
+    assert importlib.util.find_spec('tensorboard') is None  # as analysis_tools.md says
+    train, test = tools
+    config = tmp_path / 'my_pdc_tb.py'
+    config.write_text(f"_base_ = [{FASHION!r}]\nvisualizer = dict(vis_backends=[dict(type="
+                      "'LocalVisBackend'), dict(type='TensorboardVisBackend')])\n")
+    expected = ("visualizer.vis_backends.1 (type 'TensorboardVisBackend') needs the Python "
+                f"package 'tensorboard', which is not installed for {sys.executable}: install it "
+                f"there (e.g. {sys.executable} -m pip install tensorboard), or leave that "
+                "backend out")
+    work_dir = tmp_path / 'work'
+    assert run_main(train, [str(config), '--work-dir', str(work_dir)], capsys) == [
+        f'tools/train.py: error: {expected}']
+    assert not work_dir.exists()
+    assert run_main(test, [str(config), str(tmp_path / 'x.pth'), '--work-dir', str(work_dir)],
+                    capsys) == [f'tools/test.py: error: {expected}']
+
+
 @pytest.mark.parametrize('config, options', [
     (FASHION, ['train_cfg.max_iters=2', 'model.backbone.stage_channels=[8,16]',
                'model.backbone.init_cfg.type=Pretrained', 'model.backbone.init_cfg.prefix=b.',

@@ -42,8 +42,8 @@ from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
-                                  check_model_config, check_work_dir, load_config,
-                                  out_file_problem, same_checkpoint, startup_errors,
+                                  check_model_config, check_vis_backends, check_work_dir,
+                                  load_config, out_file_problem, same_checkpoint, startup_errors,
                                   warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
@@ -310,6 +310,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         check_model_config(cfg, args.config)
         check_dist_cfg(cfg)
         check_hooks(cfg)
+        check_vis_backends(cfg)
         check_dataloaders(cfg, ['test_dataloader'])
         check_checkpoint(args.checkpoint, 'CHECKPOINT', 'give the path of a checkpoint file '
                          '(e.g. work_dirs/CONFIG_NAME/epoch_N.pth)')

@@ -36,9 +36,9 @@ from mmpoly.utils import register_all_modules
 from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
                                   check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
                                   check_model_config, check_no_earlier_run,
-                                  check_pretrained_backbone, check_train_loop, check_work_dir,
-                                  launcher_rank, load_config, same_checkpoint, startup_errors,
-                                  warn_ignored_keys)
+                                  check_pretrained_backbone, check_train_loop, check_vis_backends,
+                                  check_work_dir, launcher_rank, load_config, same_checkpoint,
+                                  startup_errors, warn_ignored_keys)
 
 #: The last sentence of the error for a ``load_from`` whose weights do not fit the model.
 LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep their initial '
@@ -224,7 +224,8 @@ def check_startup(cfg: Config, args: argparse.Namespace,
     (:func:`check_model_config`: an unregistered type, an argument its type does not take), a
     checkpoint that does not exist (also a backbone's ``Pretrained`` one), a training loop
     length or interval that is not a whole number >= 1, a bad ``compile_model``
-    (:func:`check_compile`) or ``env_cfg.dist_cfg``, an unknown hook option, an unusable
+    (:func:`check_compile`) or ``env_cfg.dist_cfg``, an unknown hook option, a visualizer
+    backend whose package is not installed (:func:`check_vis_backends`), an unusable
     work_dir, a dataloader's bad ``num_workers`` or ``persistent_workers`` and missing data (of
     the validation loader too), and warn about top-level config keys that have no effect
     (:mod:`mmpoly.utils.startup`). ``start_from`` (:func:`new_run_load_from`) is checked when
@@ -235,6 +236,7 @@ def check_startup(cfg: Config, args: argparse.Namespace,
     check_dist_cfg(cfg)
     check_compile(cfg)
     check_hooks(cfg)
+    check_vis_backends(cfg)
     if args.non_strict and cfg.get('resume'):
         raise StartupError('--non-strict applies to load_from, not to --resume: a resumed '
                            'checkpoint must fit the model (its optimizer state continues). '

@@ -23,6 +23,7 @@ ignores without a word although they look meant to act: those of mmcv 1.x config
 import contextlib
 import difflib
 import importlib
+import importlib.util
 import inspect
 import math
 import numbers
@@ -857,6 +858,33 @@ def check_hooks(cfg: Config) -> None:
                 check_hook_options(cls.__name__, options, _arguments(cls))
         except (TypeError, ValueError) as error:  # UnknownHookOptionError is a TypeError
             raise StartupError(f'{where} (type {hook.get("type")!r}): {error}') from None
+
+
+#: The package that each of mmengine's experiment-tracking backends imports, and how to install
+#: it. A backend imports it at its first use, inside the Runner: without it a run ended in an
+#: ImportError traceback and left a work_dir holding only the dumped config.
+VIS_BACKEND_PACKAGES = {
+    'TensorboardVisBackend': 'tensorboard', 'WandbVisBackend': 'wandb',
+    'MLflowVisBackend': 'mlflow', 'ClearMLVisBackend': 'clearml',
+    'NeptuneVisBackend': 'neptune', 'DVCLiveVisBackend': 'dvclive', 'AimVisBackend': 'aim',
+}
+
+
+def check_vis_backends(cfg: Config) -> None:
+    """Refuse a ``visualizer.vis_backends`` entry of mmengine's whose package
+    (:data:`VIS_BACKEND_PACKAGES`) is not installed, naming the entry, the package and the
+    Python that lacks it."""
+    visualizer = cfg.get('visualizer')
+    backends = visualizer.get('vis_backends') if isinstance(visualizer, Mapping) else None
+    for index, backend in enumerate(backends or []):
+        type_ = backend.get('type') if isinstance(backend, Mapping) else None
+        name = type_ if isinstance(type_, str) else getattr(type_, '__name__', '')
+        package = VIS_BACKEND_PACKAGES.get(name.rsplit('.', 1)[-1])
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise StartupError(
+                f'visualizer.vis_backends.{index} (type {name!r}) needs the Python package '
+                f'{package!r}, which is not installed for {sys.executable}: install it there '
+                f'(e.g. {sys.executable} -m pip install {package}), or leave that backend out')
 
 
 def check_pretrained_backbone(cfg: Config) -> None:
