@@ -45,7 +45,7 @@ __all__ = [
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
     'check_dist_cfg', 'check_dataloaders', 'check_hooks', 'check_pretrained_backbone',
-    'check_model_config'
+    'check_model_config', 'check_vis_backends', 'VIS_BACKEND_PACKAGES'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -191,7 +191,7 @@ def check_model_config(cfg: Config, source: str) -> None:
         obj = registry.get(type_)
         if obj is None:
             if key not in ('model', 'model.backbone'):
-                continue  # a head or neck of another registry's scope: the build says
+                continue  # not a model: e.g. model.init_cfg, an initializer of its own registry
             raise StartupError(f'{key}.type {type_!r} of config {source!r} is not a registered '
                                f'model in scope {scope!r}'
                                f'{_close(type_, list(registry.module_dict))}')
@@ -860,9 +860,9 @@ def check_hooks(cfg: Config) -> None:
             raise StartupError(f'{where} (type {hook.get("type")!r}): {error}') from None
 
 
-#: The package that each of mmengine's experiment-tracking backends imports, and how to install
-#: it. A backend imports it at its first use, inside the Runner: without it a run ended in an
-#: ImportError traceback and left a work_dir holding only the dumped config.
+#: The package that each of mmengine's experiment-tracking backends imports. A backend imports
+#: it at its first use, inside the Runner: without it a run ended in an ImportError traceback
+#: and left a work_dir holding only the dumped config.
 VIS_BACKEND_PACKAGES = {
     'TensorboardVisBackend': 'tensorboard', 'WandbVisBackend': 'wandb',
     'MLflowVisBackend': 'mlflow', 'ClearMLVisBackend': 'clearml',
