@@ -326,6 +326,30 @@ def test_pretrained_load_is_strict_in_every_init_cfg_form(form, tmp_path):
         torch.testing.assert_close(loaded[key], state[key])
 
 
+def test_pretrained_counts_loaded_and_missing_tensors_alike(tmp_path, monkeypatch):
+    """The log line of a load and the error of a checkpoint that fits in nothing count the same
+    tensors: parameters and running statistics, not BatchNorm's step counters (it said "loaded
+    all 432" where a foreign file was "missing 364")."""
+    from mmpoly.models.backbones import pretrained
+    logged = []
+    monkeypatch.setattr(pretrained, 'print_log', lambda message, **_: logged.append(message))
+    source = PolyResNetCIFAR(**SMALL)
+    state = source.state_dict()
+    counters = [k for k in state if k.endswith('num_batches_tracked')]
+    expected = len(list(source.parameters())) + 2 * len(counters)  # + running mean and var
+    assert counters and expected == len(state) - len(counters)
+    torch.save({k: v for k, v in state.items() if k not in counters}, tmp_path / 'good.pth')
+    net = PolyResNetCIFAR(**SMALL, init_cfg=dict(type='Pretrained', checkpoint=str(
+        tmp_path / 'good.pth')))
+    net.init_weights()
+    assert f'Pretrained: loaded all {expected} backbone tensors of PolyResNetCIFAR' in logged[-1]
+    torch.save({'other.' + k: v for k, v in state.items()}, tmp_path / 'foreign.pth')
+    net = PolyResNetCIFAR(**SMALL, init_cfg=dict(type='Pretrained', checkpoint=str(
+        tmp_path / 'foreign.pth')))
+    with pytest.raises(PretrainedMismatchError, match=rf'missing {expected} \('):
+        net.init_weights()
+
+
 def test_pretrained_checkpoint_under_home_is_found(tmp_path, monkeypatch):
     """'~/...' is the user's home, as mmengine's loader reads it: the backbone's own check and
     the start-up checks used to report the existing file as missing."""

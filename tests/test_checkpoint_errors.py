@@ -1,11 +1,14 @@
 """Clear errors for checkpoints that cannot be used.
 
 * A file that is not a readable checkpoint (empty, truncated, random bytes, a damaged record)
-  raises ``CorruptCheckpointError`` naming the file; only a well-formed file holding refused
+  raises ``CorruptCheckpointError`` naming the file (and, for a file of another format such as
+  an ONNX export or a config, what it is instead); only a well-formed file holding refused
   objects raises ``UnsafeCheckpointError``.
 * ``tools/test.py`` refuses a checkpoint whose weights do not fit the model (missing, unexpected,
   mis-shaped keys) unless ``--non-strict`` is given (``StrictCheckpointHook``).
 """
+import gzip
+import io
 import logging
 import os
 import pickle
@@ -16,6 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -101,6 +105,46 @@ def test_zip_without_torch_records_is_corrupt(tmp_path: Path) -> None:
     with zipfile.ZipFile(path, 'w') as archive:
         archive.writestr('readme.txt', 'not a checkpoint')
     assert 'without a data.pkl record' in assert_corrupt(path).reason
+
+
+def _other_formats(tmp_path: Path) -> Dict[str, Path]:
+    """Files of other formats that users give as a checkpoint, each named as a .pth would be."""
+    files = {}
+    onnx_like = b'\x08\x0a\x12\x07pytorch\x1a\x052.6.0' + np.random.default_rng(0).bytes(200)
+    files['an ONNX model'] = tmp_path / 'exported.pth'  # by its first bytes, not its suffix
+    files['an ONNX model'].write_bytes(onnx_like)
+    header = b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    files['a safetensors file'] = tmp_path / 'model.pth'
+    files['a safetensors file'].write_bytes(len(header).to_bytes(8, 'little') + header + b'\0' * 4)
+    buffer = io.BytesIO()
+    torch.save({'w': torch.ones(3)}, buffer)
+    files['a gzip file'] = tmp_path / 'packed.pth'
+    files['a gzip file'].write_bytes(gzip.compress(buffer.getvalue()))
+    files['an image'] = tmp_path / 'image.pth'
+    cv2.imwrite(str(tmp_path / 'image.png'), np.zeros((8, 8, 3), np.uint8))
+    files['an image'].write_bytes((tmp_path / 'image.png').read_bytes())
+    files['a text file'] = REPO / 'configs' / 'pdc_resnet8_1xb128_fashion-mnist.py'
+    return files
+
+
+def test_a_file_of_another_format_is_named_as_what_it_is(tmp_path: Path) -> None:
+    """A config, an ONNX export, safetensors... given as the checkpoint: the error says what the
+    file is instead and what to give, rather than calling it corrupt and advising a download."""
+    for kind, path in _other_formats(tmp_path).items():
+        with pytest.raises(CorruptCheckpointError) as info:
+            _load_checkpoint(str(path), map_location='cpu')
+        message = str(info.value)
+        assert message.startswith(f'Checkpoint {path} is not a torch checkpoint: it is {kind}'), \
+            message
+        assert 'corrupt' not in message and 'Give the .pth file' in message
+        assert info.value.other_format.startswith(kind)
+    onnx = tmp_path / 'model.onnx'  # by its suffix
+    onnx.write_bytes(np.random.default_rng(1).bytes(300))
+    assert safe_loading.other_file_format(str(onnx)).startswith('an ONNX model')
+    # what is none of them stays "corrupt" (random bytes, a cut zip, a cut legacy file)
+    for seed in range(40):
+        onnx.with_suffix('.pth').write_bytes(np.random.default_rng(seed).bytes(4096))
+        assert safe_loading.other_file_format(str(onnx.with_suffix('.pth'))) is None, seed
 
 
 def test_damaged_pickle_record_is_corrupt(mmengine_checkpoint: Path, tmp_path: Path) -> None:

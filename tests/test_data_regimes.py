@@ -147,6 +147,26 @@ def test_long_tailed_is_seeded_and_nested(cifar10_labels: LabelsOnly) -> None:
     assert len(tail) == 50 and tail != first
 
 
+def test_a_profile_that_empties_the_tail_is_refused(cifar10_labels: LabelsOnly) -> None:
+    """floor(n_max / IF) = 0 images for the tail left the last classes out of training (no
+    error: 99 head images at IF 100 kept 99 ... 1, 0), or divided by zero when a class was
+    short; the smallest n_max that works is named."""
+    assert long_tailed_counts(99, 10, 100)[-1] == 0 and long_tailed_counts(100, 10, 100)[-1] == 1
+    with pytest.raises(ValueError, match=(
+            r'^LongTailedDataset: imbalance_factor=100 with max_images_per_class=99 gives the '
+            r'tail class floor\(99 / 100\) = 0 images: the last classes would be left out of '
+            r'training, not made rare\. Give max_images_per_class >= 100 or imbalance_factor '
+            r'<= 99$')):
+        LongTailedDataset(dataset=cifar10_labels, imbalance_factor=100, max_images_per_class=99,
+                          lazy_init=True)  # refused before any data is read
+    assert LongTailedDataset(dataset=cifar10_labels, imbalance_factor=100,
+                             max_images_per_class=100).class_counts[-1] == 1
+    small = LabelsOnly(np.repeat(np.arange(10), 150))  # n_max None: the largest class, 150
+    with pytest.raises(ValueError, match=r'max_images_per_class=150 \(None: the largest class '
+                       r'of the wrapped dataset\) gives the tail class floor\(150 / 200\) = 0'):
+        LongTailedDataset(dataset=small, imbalance_factor=200)
+
+
 @pytest.mark.parametrize('bad', [0.5, 0, -100, float('nan'), float('inf'), '100', True, None])
 def test_bad_imbalance_factor(cifar10_labels: LabelsOnly, bad: object) -> None:
     with pytest.raises(ValueError) as info:
@@ -227,10 +247,15 @@ def make_balanced_cifar10(root: Path, train_per_class: int = 60,
     return out
 
 
+#: Images of each class in the generated training batches: 200, so that every long-tailed
+#: config (IF up to 200) keeps at least one image of its tail class.
+TRAIN_PER_CLASS = 200
+
+
 @pytest.fixture(scope='module')
 def balanced_cifar10(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp('cifar10')
-    make_balanced_cifar10(root)
+    make_balanced_cifar10(root, train_per_class=TRAIN_PER_CLASS)
     return root
 
 
@@ -267,7 +292,7 @@ def test_config_builds_on_cifar10_files(config: str, balanced_cifar10: Path,
     if 'lt-if' in config:
         factor = int(re.search(r'lt-if(\d+)', config).group(1))
         assert train.type == 'LongTailedDataset' and train.imbalance_factor == factor
-        expected = long_tailed_counts(60, 10, factor)
+        expected = long_tailed_counts(TRAIN_PER_CLASS, 10, factor)
     else:
         assert train.type == 'LimitedDataset' and train.images_per_class == 50
         expected = [50] * 10

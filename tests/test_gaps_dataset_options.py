@@ -108,7 +108,7 @@ def test_background_noise_refuses_audio_of_another_sample_rate() -> None:
 
 def test_log_mel_refuses_empty_mel_filters() -> None:
     with pytest.raises(ValueError) as exc:
-        LogMelSpectrogram(n_mels=2000, n_fft=64)
+        LogMelSpectrogram(n_mels=2000, n_fft=64, hop_length=16)
     refused(exc, 'LogMelSpectrogram.n_mels=2000 is too many for n_fft=64',
             'sample_rate=16000', 'of the 2000 mel filters cover none', '33 FFT bins')
 
@@ -260,9 +260,11 @@ def test_long_tailed_valid_requests_are_unchanged() -> None:
     assert lt.class_counts == long_tailed_counts(100, 10, 10) == [100, 77, 59, 46, 35, 27,
                                                                   21, 16, 12, 10]
     assert (lt.indices.size, int(lt.indices.sum())) == (403, 201038)
-    # a profile whose tail floors to 0 images is the documented profile, not a short class
-    assert LongTailedDataset(dataset=LabelsOnly(labels), imbalance_factor=200).class_counts[-1] \
-        == 0
+    # a profile whose tail floors to 0 images would leave the tail out: refused, naming a fix
+    # (tests/test_data_regimes.py::test_a_profile_that_empties_the_tail_is_refused)
+    with pytest.raises(ValueError, match=r'floor\(100 / 200\) = 0 images.*Give '
+                       r'max_images_per_class >= 200 or imbalance_factor <= 100$'):
+        LongTailedDataset(dataset=LabelsOnly(labels), imbalance_factor=200)
 
 
 def test_long_tailed_lazy_init_must_be_a_bool() -> None:

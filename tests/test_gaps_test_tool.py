@@ -140,6 +140,23 @@ def test_tta_options_for_tta_model_and_tta_pipeline_act(test_tool: Any, tiny: di
         merged(test_tool, tiny['config'], '--tta', '--cfg-options', 'tta_pipeline=none')
 
 
+def test_with_tta_a_model_option_for_the_inner_model_says_where_it_is(test_tool: Any,
+                                                                      tiny: dict) -> None:
+    """--tta wraps the config's model before the other options are merged: model.head.topk is
+    refused as a key of the TTA model, and the message now says the config's model is
+    model.module (where the option acts)."""
+    with pytest.raises(StartupError) as error:
+        merged(test_tool, tiny['config'], '--tta', '--cfg-options', 'model.head.topk=1')
+    assert str(error.value).endswith(
+        "(with --tta, model is the TTA model 'mmpretrain.AverageClsScoreTTA' around the "
+        "config's model, which is model.module: e.g. model.module.head.topk)")
+    cfg = merged(test_tool, tiny['config'], '--tta', '--cfg-options', 'model.module.head.topk=1')
+    assert cfg.model.module.head.topk == 1
+    with pytest.raises(StartupError) as error:  # without --tta: the message as before
+        merged(test_tool, tiny['config'], '--cfg-options', 'model.hed.topk=1')
+    assert 'model.module' not in str(error.value)
+
+
 def test_tta_options_without_tta_are_refused(test_tool: Any, tiny: dict) -> None:
     """Merged into a config that never uses them: no effect, so one start-up message."""
     with pytest.raises(StartupError) as error:

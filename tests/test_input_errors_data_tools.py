@@ -40,6 +40,11 @@ FASHION_CONFIG = CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist.py'
     (LogMelSpectrogram, dict(n_mels=0), 'LogMelSpectrogram.n_mels must be a positive int'),
     (LogMelSpectrogram, dict(hop_length=-1), 'LogMelSpectrogram.hop_length must be a positive'),
     (LogMelSpectrogram, dict(top_db=-5), 'LogMelSpectrogram.top_db must be None or a number'),
+    (AudioToSTFT, dict(n_fft=256, hop_length=257),
+     r'AudioToSTFT.hop_length must be at most n_fft=256 \(a longer hop leaves samples out '
+     r'between the frames, which no frame sees\), got 257'),
+    (LogMelSpectrogram, dict(hop_length=4096), 'LogMelSpectrogram.hop_length must be at most '
+     'n_fft=2048'),
     (STFTFixFrames, dict(num_frames=-1), 'STFTFixFrames.num_frames must be a positive int'),
     (AudioAmplitude, dict(scale_range=0.5), r'AudioAmplitude.scale_range must be \(low, high\)'),
     (AudioAmplitude, dict(scale_range=('a', 'b')), 'AudioAmplitude.scale_range must be'),

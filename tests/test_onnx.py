@@ -269,8 +269,29 @@ def test_export_tool_refuses_dynamic_size_for_pdc_nl(tmp_path, capsys):
     code = tool.main([str(REPO / 'configs' / 'pdc-nl4_resnet8_1xb128-1400i_fashion-mnist.py'),
                       '--dynamic-size', '--out', str(out)])
     assert code == 2
-    assert 'spatial_size' in capsys.readouterr().err
+    assert ("error: --dynamic-size: 1 module(s) of this model are built for one feature-map size "
+            "(backbone.layer3.1: spatial_size (4, 4); PDC-NL's C4 has one output channel per "
+            "position), so H and W cannot be symbolic; export without --dynamic-size, at 28x28 "
+            "(--dynamic-batch is allowed)") in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_export_tool_names_its_own_options_and_inputs(tmp_path, capsys):
+    """--shape whose C the model does not take is blamed on --shape (not on the config's
+    in_channels), and an .onnx given as the checkpoint is named as one (not "corrupt")."""
+    tool = load_tool('deployment/pytorch2onnx')
+    config = str(REPO / 'configs' / 'pdc_resnet8_1xb128_fashion-mnist.py')
+    out = tmp_path / 'pdc.onnx'
+    assert tool.main([config, '--shape', '3', '28', '28', '--out', str(out)]) == 2
+    assert ("error: --shape 3 28 28: C=3, but the model takes 1-channel input (its first "
+            "convolution, backbone.conv1, has in_channels 1); give --shape 1 28 28; without "
+            "--shape the config's test pipeline gives 1 28 28") in capsys.readouterr().err
+    assert not out.exists()
+    assert tool.main([config, '--shape', '1', '20', '24', '--out', str(out)]) == 0
+    assert 'input (1, 1, 20, 24)' in capsys.readouterr().out
+    assert tool.main([config, str(out), '--out', str(tmp_path / 'again.onnx')]) == 2
+    assert (f'error: Checkpoint {out} is not a torch checkpoint: it is an ONNX model, which torch '
+            'cannot load back (export from the .pth instead)') in capsys.readouterr().err
 
 
 # ---- the published Fashion-MNIST zoo through onnxruntime ----------------------------------

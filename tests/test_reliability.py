@@ -92,6 +92,34 @@ def test_sigterm_during_an_atomic_write_leaves_no_temporary_file(tmp_path: Path)
     assert _litter(tmp_path) == [] and not target.exists()
 
 
+@pytest.mark.parametrize('existing', [False, True])
+def test_an_interrupt_as_the_temporary_file_is_created_leaves_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool) -> None:
+    """A signal handled as the temporary file comes into being (here: KeyboardInterrupt raised
+    as os.open returns) still removes it; with tempfile.mkstemp, a signal between its return and
+    the clean-up's try left the file behind."""
+    from mmpoly.fileio import atomic as atomic_mod
+    target = tmp_path / 'model.pth'
+    if existing:
+        target.write_bytes(b'old')
+    real_open = os.open
+
+    def open_then_interrupt(path: str, *args: object, **kwargs: object) -> int:
+        fd = real_open(path, *args, **kwargs)
+        if str(path).endswith(saving_mod.TEMP_SUFFIX):
+            os.close(fd)
+            assert len(_litter(tmp_path)) == 1  # created
+            raise KeyboardInterrupt
+        return fd
+
+    monkeypatch.setattr(atomic_mod.os, 'open', open_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(b'new', target)
+    monkeypatch.undo()
+    assert _litter(tmp_path) == []
+    assert (target.read_bytes() == b'old') if existing else not target.exists()
+
+
 def test_atomic_write_writes_through_links_and_keeps_the_mode(tmp_path: Path) -> None:
     """As open(path, 'wb') (mmengine's LocalBackend) does: a symbolic link keeps pointing at its
     target, which gets the data; an existing file keeps its permission bits."""

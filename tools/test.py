@@ -17,7 +17,9 @@ so are start-up mistakes, and top-level config keys that mmengine would ignore w
 are warned about (:mod:`mmpoly.utils.startup`).
 
 With ``--tta``, ``--cfg-options`` for ``tta_model`` / ``tta_pipeline`` are merged before the
-model is wrapped and the pipeline replaced (so they act), one for
+model is wrapped and the pipeline replaced (so they act), the others after it (``model`` is
+then the TTA model and the config's model ``model.module``: an unknown ``model.*`` key is
+refused with that said), one for
 ``test_dataloader.dataset.pipeline`` is refused (it would override the TTA pipeline), and
 ``--show`` / ``--show-dir`` draw each sample's first TTA view
 (:class:`mmpoly.engine.TTAVisualizationHook`);
@@ -276,7 +278,18 @@ def merge_args(cfg: Config, args: argparse.Namespace) -> Config:
             loader.pin_memory = False
         cfg.test_dataloader = loader
     if options:
-        check_cfg_options(cfg, options)
+        try:
+            check_cfg_options(cfg, options)
+        except StartupError as error:
+            inner = [key for key in options
+                     if key.startswith('model.') and not key.startswith('model.module.')]
+            if args.tta and inner:  # --tta has wrapped the config's model
+                example = 'model.module.' + inner[0][len('model.'):]
+                raise StartupError(
+                    f'{error} (with --tta, model is the TTA model {cfg.model.get("type")!r} '
+                    f'around the config\'s model, which is model.module: e.g. {example})'
+                ) from None
+            raise
         load_from = options.get('load_from', args.checkpoint)
         if not same_checkpoint(load_from, args.checkpoint):
             raise StartupError(f'--cfg-options load_from={load_from!r} names another checkpoint '

@@ -225,6 +225,14 @@ def _check_positive_int(owner: str, name: str, value: Any) -> int:
     return int(value)
 
 
+def _check_hop_length(owner: str, hop_length: Any, n_fft: int) -> int:
+    """A positive int of at most ``n_fft``: a longer hop skips the samples between frames."""
+    _check_positive_int(owner, 'hop_length', hop_length)
+    _check(owner, 'hop_length', hop_length, f'at most n_fft={n_fft} (a longer hop leaves '
+           f'samples out between the frames, which no frame sees)', hop_length <= n_fft)
+    return int(hop_length)
+
+
 def _check_max_scale(owner: str, max_scale: Any) -> float:
     _check(owner, 'max_scale', max_scale, 'a number in [0, 1)',
            _is_number(max_scale) and 0.0 <= max_scale < 1.0)
@@ -344,7 +352,7 @@ class AudioToSTFT(BaseTransform):
 
     def __init__(self, n_fft: int = 2048, hop_length: int = 512) -> None:
         self.n_fft = _check_positive_int('AudioToSTFT', 'n_fft', n_fft)
-        self.hop_length = _check_positive_int('AudioToSTFT', 'hop_length', hop_length)
+        self.hop_length = _check_hop_length('AudioToSTFT', hop_length, self.n_fft)
 
     def transform(self, results: dict) -> dict:
         _require(results, 'audio', 'AudioToSTFT', 'LoadAudioFromFile')
@@ -534,7 +542,7 @@ class LogMelSpectrogram(BaseTransform):
         self.n_mels = _check_positive_int(owner, 'n_mels', n_mels)
         self.sample_rate = _check_positive_int(owner, 'sample_rate', sample_rate)
         self.n_fft = _check_positive_int(owner, 'n_fft', n_fft)
-        self.hop_length = _check_positive_int(owner, 'hop_length', hop_length)
+        self.hop_length = _check_hop_length(owner, hop_length, self.n_fft)
         _check(owner, 'top_db', top_db, 'None or a number >= 0',
                top_db is None or _is_number(top_db) and top_db >= 0)
         self.top_db = top_db

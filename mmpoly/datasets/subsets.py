@@ -56,6 +56,23 @@ def _check_imbalance_factor(value: object, owner: str) -> None:
                          f'the largest class to the smallest), got {value!r}')
 
 
+def _empty_tail_problem(max_images: int, imbalance_factor: float, owner: str,
+                        largest: str = '') -> Optional[str]:
+    """Why ``max_images`` head images with ``imbalance_factor`` leave the tail class empty (its
+    target, ``floor(max_images / IF)``, is 0), if they do; ``largest`` says where ``max_images``
+    came from."""
+    if max_images < 1 or long_tailed_counts(max_images, 2, imbalance_factor)[-1] > 0:
+        return None
+    need = max(max_images, math.ceil(float(imbalance_factor)))
+    while long_tailed_counts(need, 2, imbalance_factor)[-1] < 1:  # float rounding at n = IF
+        need += 1
+    return (f'{owner}: imbalance_factor={imbalance_factor} with max_images_per_class='
+            f'{max_images}{largest} gives the tail class floor({max_images} / '
+            f'{imbalance_factor}) = 0 images: the last classes would be left out of training, '
+            'not made rare. Give max_images_per_class >= '
+            f'{need} or imbalance_factor <= {max_images}')
+
+
 def _counts_text(counts: Sequence[int], most: int = 12) -> str:
     """Per-class counts for a message: all of them, or the first and last few."""
     if len(counts) <= most:
@@ -260,7 +277,8 @@ class LongTailedDataset(_PerClassSubset):
             them (logged as a warning) as long as the largest and smallest kept classes keep the
             profile's ratio; a request whose imbalance the classes cannot give (e.g. a head class
             smaller than ``n_max``, or an empty class) is a ValueError naming the classes and
-            a ``max_images_per_class`` that works.
+            a ``max_images_per_class`` that works. So is a profile whose tail class gets no
+            image (``n_max < IF``: the last classes would be left out, not made rare).
         seed: seed of the per-class permutations that choose the images.
         lazy_init: defer loading until :meth:`full_init`.
     """
@@ -274,6 +292,10 @@ class LongTailedDataset(_PerClassSubset):
         _check_imbalance_factor(imbalance_factor, type(self).__name__)
         if max_images_per_class is not None:
             _check_int(max_images_per_class, 'max_images_per_class', type(self).__name__, 1)
+            problem = _empty_tail_problem(max_images_per_class, imbalance_factor,
+                                          type(self).__name__)
+            if problem:
+                raise ValueError(problem)
         self.imbalance_factor = imbalance_factor
         self.max_images_per_class = max_images_per_class
         super().__init__(dataset=dataset, seed=seed, lazy_init=lazy_init)
@@ -285,6 +307,10 @@ class LongTailedDataset(_PerClassSubset):
         n_max = self.max_images_per_class
         if n_max is None:
             n_max = int(class_sizes.max()) if class_sizes.size else 0
+            problem = _empty_tail_problem(n_max, self.imbalance_factor, type(self).__name__,
+                                          ' (None: the largest class of the wrapped dataset)')
+            if problem:
+                raise ValueError(problem)
         targets = np.array(long_tailed_counts(n_max, len(class_sizes), self.imbalance_factor),
                            dtype=np.int64)
         short = [(c, int(t), int(s)) for c, (t, s) in enumerate(zip(targets, class_sizes))

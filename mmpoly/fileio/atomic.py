@@ -4,10 +4,10 @@ import errno
 import io
 import os
 import os.path as osp
+import secrets
 import shutil
 import signal
 import stat
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
@@ -139,9 +139,20 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
     except FileNotFoundError:
         mode = _default_mode()
     with _cleanup_on_sigterm():  # a terminated write removes its temporary file too
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f'.{osp.basename(target)}.',
-                                   suffix=TEMP_SUFFIX)
+        tmp = None
         try:
+            # named before it is created, inside the try: a SIGTERM (or KeyboardInterrupt) that
+            # arrives as the file is created finds its name here and removes it (mkstemp's file
+            # was left behind when the signal came between its return and the try)
+            while True:
+                tmp = osp.join(folder, f'.{osp.basename(target)}.{secrets.token_hex(6)}'
+                               f'{TEMP_SUFFIX}')
+                try:
+                    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                                 | getattr(os, 'O_CLOEXEC', 0), 0o600)
+                    break
+                except FileExistsError:  # another writer's name (1 in 2**48): not ours
+                    tmp = None
             with os.fdopen(fd, 'wb') as f:
                 os.fchmod(f.fileno(), mode)
                 f.write(data)
@@ -150,7 +161,8 @@ def atomic_write(data: Union[bytes, str], path: Union[str, Path],
             os.replace(tmp, target)
         except BaseException as error:
             try:
-                os.remove(tmp)
+                if tmp is not None:
+                    os.remove(tmp)
             except FileNotFoundError:
                 pass
             if isinstance(error, OSError) and error.errno == errno.ENOSPC:

@@ -34,7 +34,8 @@ except ImportError:  # numpy 1.x
 
 __all__ = [
     'TRUSTED_CHECKPOINTS_ENV', 'MMENGINE_CHECKPOINT_GLOBALS', 'UnsafeCheckpointError',
-    'CorruptCheckpointError', 'checkpoint_file_problem', 'trusted_checkpoint_paths',
+    'CorruptCheckpointError', 'checkpoint_file_problem', 'other_file_format',
+    'trusted_checkpoint_paths',
     'is_trusted_checkpoint', 'pickled_globals', 'refused_globals', 'load_checkpoint_file'
 ]
 
@@ -123,13 +124,21 @@ class CorruptCheckpointError(ValueError):
     Attributes:
         path: the checkpoint file.
         reason: what is wrong with it.
+        other_format: what the file is instead (:func:`other_file_format`: an ONNX model, a
+            config...), or None; then the message says so rather than "corrupt".
     """
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, other_format: Optional[str] = None) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f'Checkpoint {path} is corrupt: {reason}. It cannot be loaded; '
-                         're-download it or save it again.')
+        self.other_format = other_format  # what the file is instead, if recognised
+        if other_format is None:
+            message = (f'Checkpoint {path} is corrupt: {reason}. It cannot be loaded; '
+                       're-download it or save it again.')
+        else:
+            message = (f'Checkpoint {path} is not a torch checkpoint: it is {other_format}. '
+                       'Give the .pth file that training or torch.save wrote.')
+        super().__init__(message)
 
 
 #: The first bytes of a zip archive (a local file header), as torch checks for its format.
@@ -235,6 +244,37 @@ def _legacy_problem(path: str) -> Optional[str]:
             return f'its pickled content is cut short or damaged ({type(error).__name__}: {error})'
         if not isinstance(keys, list):
             return f'its storage key list is a {type(keys).__name__}, not a list'
+    return None
+
+
+def other_file_format(path: str) -> Optional[str]:
+    """What ``path``, which is no torch checkpoint, is instead, if its first bytes (or, for ONNX,
+    its suffix) say so: an ONNX model (e.g. tools/deployment/pytorch2onnx.py's output), a
+    safetensors file, a gzip file, a JPEG or PNG image, or a text file such as a config."""
+    with open(path, 'rb') as f:
+        head = f.read(512)
+    size = osp.getsize(path)
+    if _ZIP_MAGIC.startswith(head[:len(_ZIP_MAGIC)]):  # empty, or a zip cut within its magic
+        return None
+    # ONNX ModelProto: field 1 (ir_version, a small varint), then usually field 2 (producer),
+    # 3, 4, 5, 7 (graph) or 8 (opset_import)
+    if path.lower().endswith('.onnx') or (len(head) > 2 and head[0] == 0x08 and 0 < head[1] < 0x80
+                                          and head[2] in b'\x12\x1a\x22\x2a\x3a\x42'):
+        return 'an ONNX model, which torch cannot load back (export from the .pth instead)'
+    if len(head) > 8 and head[8:9] == b'{' and 8 < int.from_bytes(head[:8], 'little') < size:
+        return ('a safetensors file (load it with safetensors.torch.load_file and save the '
+                'dict with torch.save)')
+    if head[:2] == b'\x1f\x8b':
+        return 'a gzip file (decompress it first)'
+    if head[:3] == b'\xff\xd8\xff' or head[:8] == b'\x89PNG\r\n\x1a\n':
+        return 'an image'
+    try:
+        text = head.decode('utf-8')
+    except UnicodeDecodeError:  # a multi-byte character cut at 512 bytes reads as binary too
+        return None
+    if len(text) >= 16 and all(c.isprintable() or c in '\t\r\n' for c in text):
+        first = text.strip().splitlines()[0][:60] if text.strip() else ''
+        return f'a text file (it starts {first!r}), e.g. a config given as the checkpoint'
     return None
 
 
@@ -372,7 +412,7 @@ def load_checkpoint_file(path: str,
             raise UnsafeCheckpointError(path, refused, _torch_reason(error)) from None
         problem = checkpoint_file_problem(path, error)
         if problem is not None:
-            raise CorruptCheckpointError(path, problem) from error
+            raise CorruptCheckpointError(path, problem, other_file_format(path)) from error
         if unsafe:
             raise UnsafeCheckpointError(path, [], _torch_reason(error)) from None
         raise

@@ -3,7 +3,7 @@ from typing import Any, List, Mapping, NamedTuple, Tuple
 
 import torch
 
-__all__ = ['MAX_LISTED_KEYS', 'StateDictMismatch', 'compare_state_dicts']
+__all__ = ['MAX_LISTED_KEYS', 'StateDictMismatch', 'compare_state_dicts', 'ignored_key']
 
 #: How many key names a mismatch report lists per kind.
 MAX_LISTED_KEYS = 10
@@ -45,7 +45,7 @@ class StateDictMismatch(NamedTuple):
         return '\n'.join(parts)
 
 
-def _ignored_key(key: str) -> bool:
+def ignored_key(key: str) -> bool:
     """BatchNorm ``num_batches_tracked`` counters (a step count, absent from older files;
     mmengine ignores them too) and ``data_preprocessor.*`` buffers (set by the config)."""
     return key.endswith('num_batches_tracked') or key.startswith('data_preprocessor.')
@@ -55,11 +55,11 @@ def compare_state_dicts(model_state: Mapping[str, Any],
                         checkpoint_state: Mapping[str, Any]) -> StateDictMismatch:
     """Missing, unexpected and mis-shaped keys of ``checkpoint_state`` against ``model_state``.
 
-    Keys that :func:`_ignored_key` names count neither as missing nor as unexpected; a
+    Keys that :func:`ignored_key` names count neither as missing nor as unexpected; a
     mis-shaped key always counts. Both mappings keep their order in the result.
     """
-    missing = [k for k in model_state if k not in checkpoint_state and not _ignored_key(k)]
-    unexpected = [k for k in checkpoint_state if k not in model_state and not _ignored_key(k)]
+    missing = [k for k in model_state if k not in checkpoint_state and not ignored_key(k)]
+    unexpected = [k for k in checkpoint_state if k not in model_state and not ignored_key(k)]
     mismatched = [(k, tuple(v.shape), tuple(model_state[k].shape))
                   for k, v in checkpoint_state.items()
                   if k in model_state and torch.is_tensor(v) and v.shape != model_state[k].shape]

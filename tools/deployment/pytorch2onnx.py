@@ -23,7 +23,7 @@ import argparse
 import math
 import os.path as osp
 import sys
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -159,6 +159,37 @@ def expected_input(cfg: Any, model: torch.nn.Module, shape: Sequence[int]) -> st
     return 'the graph expects: ' + '; '.join(parts)
 
 
+def _first_conv(model: torch.nn.Module) -> Optional[Tuple[str, int]]:
+    """(name, in_channels) of the model's first 2-d convolution (the stem's), if it has one."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Conv2d):
+            return name, module.in_channels
+    return None
+
+
+def option_problem(args: argparse.Namespace, model: torch.nn.Module,
+                   config_shape: Optional[Tuple[int, int, int]]) -> Optional[str]:
+    """Why ``--shape`` or ``--dynamic-size`` cannot export this model, in the options' words
+    (the export's own errors name :func:`mmpoly.deploy.export_onnx`'s arguments)."""
+    first = _first_conv(model)
+    if args.shape and first is not None and args.shape[0] != first[1]:
+        given = ' '.join(map(str, args.shape))
+        default = (f'; without --shape the config\'s test pipeline gives '
+                   f'{" ".join(map(str, config_shape))}' if config_shape else '')
+        return (f'--shape {given}: C={args.shape[0]}, but the model takes {first[1]}-channel '
+                f'input (its first convolution, {first[0]}, has in_channels {first[1]}); give '
+                f'--shape {first[1]} {args.shape[1]} {args.shape[2]}{default}')
+    fixed = fixed_size_modules(model)
+    if args.dynamic_size and fixed:
+        size = f'{config_shape[1]}x{config_shape[2]}' if config_shape else 'its one input size'
+        spatial = tuple(model.get_submodule(fixed[0]).spatial_size)
+        return (f'--dynamic-size: {len(fixed)} module(s) of this model are built for one '
+                f'feature-map size ({fixed[0]}: spatial_size {spatial}; PDC-NL\'s C4 has one '
+                f'output channel per position), so H and W cannot be symbolic; export without '
+                f'--dynamic-size, at {size} (--dynamic-batch is allowed)')
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
@@ -168,7 +199,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if args.checkpoint is None:
         print('no checkpoint given: exporting the initial (random) weights')
-    shape = tuple(args.shape) if args.shape else input_shape_from_config(cfg)
+    try:
+        config_shape: Optional[Tuple[int, int, int]] = input_shape_from_config(cfg)
+    except ValueError as error:
+        if not args.shape:  # the message says to give --shape
+            print(f'error: {error}', file=sys.stderr)
+            return 2
+        config_shape = None
+    problem = option_problem(args, model, config_shape)
+    if problem:
+        print(f'error: {problem}', file=sys.stderr)
+        return 2
+    shape = tuple(args.shape) if args.shape else config_shape
     part = 'features' if is_detector(model) else 'classifier'
     fixed = fixed_size_modules(model)
     note = f', fixed-size modules: {len(fixed)} (H, W must stay {shape[1]}x{shape[2]})' \

@@ -27,6 +27,7 @@ from mmengine.runner.checkpoint import CheckpointLoader
 from torch import nn
 
 from mmpoly.fileio import compare_state_dicts, load_checkpoint_file
+from mmpoly.fileio.state_dict import ignored_key
 
 __all__ = [
     'PRETRAINED_OPTIONS', 'PretrainedMismatchError', 'load_pretrained', 'pretrained_init',
@@ -160,5 +161,8 @@ def load_pretrained(module: nn.Module,
             f'{"; ".join(parts)}. The checkpoint must come from a model with the same backbone '
             f'(depth, widths, block type and degree, plugins){expected}.')
     module.load_state_dict(state, strict=False)  # strictness checked above
-    print_log(f'Pretrained: loaded all {len(own)} backbone tensors of {type(module).__name__} '
-              f'from {checkpoint} (prefix={prefix!r})', logger='current')
+    # counted as a mismatch counts them: BatchNorm step counters aside (absent from older files)
+    counted = [key for key in own if not ignored_key(key)]
+    print_log(f'Pretrained: loaded all {len(counted)} backbone tensors of '
+              f'{type(module).__name__} from {checkpoint} (prefix={prefix!r}; BatchNorm '
+              'num_batches_tracked counters not counted)', logger='current')
