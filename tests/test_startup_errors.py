@@ -291,6 +291,43 @@ def test_an_argument_a_model_part_does_not_take_is_one_line(tools, tmp_path: Pat
         check_model_config(load_config(str(top)), str(top))
 
 
+def test_a_key_deeper_in_the_model_that_its_type_does_not_take_is_named() -> None:
+    """Typed dicts below the model's direct parts are checked too: a block option, a plugin, a
+    detector's mask head, a loss inside a cascade's list of heads. Dicts whose type is not a
+    model (the train_cfg's assigners, init_cfg) and types taking **kwargs are not."""
+    def refused(config: str, key: str, value: object) -> str:
+        cfg = load_config(str(CONFIGS / config))
+        cfg.merge_from_dict({key: value})
+        with pytest.raises(StartupError) as error:
+            check_model_config(cfg, config)
+        return str(error.value)
+
+    assert refused('pdc_resnet8_1xb128-1400i_fashion-mnist.py', 'model.backbone.block_cfg.degre',
+                   3).endswith("'degre' is not an argument of model.backbone.block_cfg.type "
+                               "'PDCBlock' (close matches: degree)")
+    assert refused('pdc-nl3_resnet8_1xb128-1400i_fashion-mnist.py',
+                   'model.backbone.plugins.0.cfg.reductoin', 2).startswith(
+        'model.backbone.plugins.0.cfg.reductoin of config')
+    assert refused('mask-rcnn_pdc-resnet18_fpn_1x_coco.py', 'model.roi_head.mask_head.num_convz',
+                   2).endswith("'num_convz' is not an argument of model.roi_head.mask_head.type "
+                               "'FCNMaskHead' (close matches: num_convs)")
+    cascade = load_config(str(CONFIGS / 'cascade-mask-rcnn_pdc-resnet18_fpn_1x_coco.py'))
+    cascade.model.roi_head.bbox_head[1].loss_cls.use_sigmod = True
+    with pytest.raises(StartupError, match=r"model\.roi_head\.bbox_head\.1\.loss_cls\.use_sigmod "
+                       r".*'CrossEntropyLoss' \(close matches: use_sigmoid"):
+        check_model_config(cascade, 'cascade')
+    # not models, or taking **kwargs: left to their builders
+    for config, key in (('mask-rcnn_pdc-resnet18_fpn_1x_coco.py',
+                         'model.train_cfg.rpn.assigner.anything'),
+                        ('mask-rcnn_pdc-resnet18_fpn_1x_coco.py',
+                         'model.roi_head.bbox_head.anything'),
+                        ('pdc_resnet8_1xb128-1400i_fashion-mnist.py', 'model.init_cfg')):
+        cfg = load_config(str(CONFIGS / config))
+        cfg.merge_from_dict({key: dict(type='Kaiming', layer='Conv2d')} if key.endswith(
+            'init_cfg') else {key: 1})
+        check_model_config(cfg, config)
+
+
 def test_a_visualizer_backend_without_its_package_is_one_line(tools, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture
                                                               ) -> None:

@@ -34,7 +34,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from mmengine.config import Config
 
@@ -169,23 +169,21 @@ def load_config(filename: str) -> Config:
 def check_model_config(cfg: Config, source: str) -> None:
     """Refuse a config (read from ``source``) without a ``model`` dict, whose ``model.type`` or
     ``model.backbone.type`` names nothing registered in the config's scope (building it would
-    end in an AttributeError or a registry KeyError traceback), or whose ``model`` dict or one
-    of its parts with a ``type`` (backbone, neck, head, ...) has a key that its type does not
+    end in an AttributeError or a registry KeyError traceback), or where the ``model`` dict or
+    any dict inside it whose ``type`` is a registered model (backbone, neck, head, a plugin,
+    a detector's ``roi_head.mask_head``, a loss; in lists too) has a key that its type does not
     take (a ``TypeError`` traceback from deep in the build, e.g. ``depht=18`` for ``depth``).
-    Types that take ``**kwargs`` (see :func:`_arguments`) are not checked."""
+    Types that take ``**kwargs`` (see :func:`_arguments`) are not checked, and neither is a
+    dict whose type is not a model (e.g. ``model.init_cfg``, an initializer, or a detector's
+    assigners and coders)."""
     model = cfg.get('model')
     if not isinstance(model, Mapping):
         raise StartupError(f'config {source!r} has no model (a dict); give a model config, e.g. '
                            'one of configs/*.py, not a _base_ file')
     from mmengine.registry import MODELS
     default_scope = cfg.get('default_scope') or 'mmpretrain'
-    parts = [('model', model)] + [(f'model.{name}', node) for name, node in model.items()
-                                  if isinstance(node, Mapping) and 'type' in node]
-    for key, node in parts:
-        type_ = node.get('type')
-        if not isinstance(type_, str):
-            continue
-        scope = node.get('_scope_', default_scope)
+    for key, node, scope in _typed_dicts(model, 'model', default_scope):
+        type_ = node['type']
         _import_registries(scope)
         registry = MODELS._search_child(scope) or MODELS
         obj = registry.get(type_)
@@ -203,6 +201,23 @@ def check_model_config(cfg: Config, source: str) -> None:
             name = unknown[0]
             raise StartupError(f'{key}.{name} of config {source!r}: {name!r} is not an argument '
                                f'of {key}.type {type_!r}{_close(name, sorted(arguments))}')
+
+
+def _typed_dicts(node: Any, key: str, scope: str) -> Iterator[Tuple[str, Mapping, str]]:
+    """(dotted key, dict, scope) of every dict with a string ``type`` in ``node`` and below it
+    (list items by index, as ``--cfg-options`` names them), parents first; a dict's
+    ``_scope_`` holds for what it contains."""
+    if isinstance(node, Mapping):
+        scope = node.get('_scope_', scope)
+        if isinstance(node.get('type'), str):
+            yield key, node, scope
+        children: Iterable[Tuple[Any, Any]] = node.items()
+    elif isinstance(node, (list, tuple)):
+        children = enumerate(node)
+    else:
+        return
+    for name, child in children:
+        yield from _typed_dicts(child, f'{key}.{name}', scope)
 
 
 def _import_registries(scope: str) -> None:
