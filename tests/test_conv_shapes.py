@@ -106,7 +106,15 @@ def test_one_config_without_a_baseline(tool, tmp_path, capsys):
     (['--preset', 'nope'], "--preset: 'nope' is not a benchmark.py preset"),
     ([PDC, '--baseline', RESNET, '--dtype', 'float16'], '--dtype float16 needs --device cuda'),
     ([PDC, '--baseline', RESNET, '--batch-size', '0'], '--batch-size must be >= 1, got 0'),
-    ([PDC, '--baseline', RESNET, '--min-run-time', '0'], '--min-run-time must be > 0'),
+    ([PDC, '--baseline', RESNET, '--min-run-time', '0'],
+     '--min-run-time must be a finite number of seconds > 0, got 0.0'),
+    # NaN passed "<= 0" and timed forever; inf never ends either
+    ([PDC, '--min-run-time', 'nan'], '--min-run-time must be a finite number of seconds > 0, '
+     'got nan'),
+    ([PDC, '--min-run-time', 'inf'], 'got inf'),
+    # written after minutes of timing: checked first
+    ([PDC, '--json', '/proc/x/r.json'], "--json '/proc/x/r.json': the folder /proc is not "
+     'writable'),
     ([PDC, '--baseline', RESNET, '--cudnn-benchmark'], '--cudnn-benchmark needs --device cuda'),
     (['no_such_config.py', '--baseline', RESNET], 'no_such_config.py'),
 ])

@@ -581,5 +581,5 @@ def test_converter_writes_mmpretrain_s_imagenet_layout(tmp_path: Path) -> None:
         assert image.shape == (28, 28, 3)
         assert np.array_equal(image[..., 0], np.asarray(info['img']))
     with pytest.raises(FileExistsError, match='exists'):
-        converter.main([str(out), '--train', '5'])
+        converter.write_fashion_imagenet(str(out), dict(train=5))
     assert not [p for p in tmp_path.iterdir() if p.name.startswith('.')]  # no temporary left

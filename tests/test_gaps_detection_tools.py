@@ -282,6 +282,11 @@ def test_onnx_zoo_parity_checks_failed_out_before_running(tmp_path: Path,
     monkeypatch.setattr(tool, 'run', _not_reached)
     err = _usage_error(lambda: tool.main(['--failed-out', str(tmp_path)]), capsys)
     assert f"error: --failed-out '{tmp_path}': is a folder; give the JSON file" in err
+    # a partial run writes no results: --failed-out there did nothing, without a word
+    failed = str(tmp_path / 'f.json')
+    err = _usage_error(lambda: tool.main(['--num-images', '4', '--failed-out', failed]), capsys)
+    assert (f"error: --failed-out {failed!r} has no effect with --models or --num-images: only "
+            'the full run writes its results') in err
 
 
 # --------------------------------------------------------------------------- benchmark --onnx

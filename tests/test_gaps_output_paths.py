@@ -47,6 +47,12 @@ def test_pytorch2onnx_refuses_to_write_over_its_checkpoint_or_config(
     config.write_text(FASHION.read_text())
     err = _one_error(lambda: tool.main([str(config), '--out', str(config)]), capsys)
     assert f"is CONFIG '{config}', which this command reads" in err, err
+    # an ONNX model under a checkpoint's name would be read back as one (and refused)
+    out = tmp_path / 'exported.pth'
+    err = _one_error(lambda: tool.main([str(config), '--out', str(out)]), capsys)
+    assert (f"--out '{out}': .pth and .pt name PyTorch checkpoints, and the file would hold an "
+            'ONNX model; give a .onnx file') in err, err
+    assert not out.exists()
 
 
 def test_output_paths_are_checked_before_the_work(tmp_path: Path,

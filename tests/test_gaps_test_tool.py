@@ -22,7 +22,7 @@ from mmengine.config import Config
 from mmpretrain.visualization import UniversalVisualizer
 
 from mmpoly.utils.complexity import build_model
-from mmpoly.utils.startup import StartupError, out_file_problem
+from mmpoly.utils.startup import StartupError, folder_problem, out_file_problem
 
 FASHION = str(CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist.py')
 NUM_IMAGES = 8
@@ -280,6 +280,27 @@ def test_test_tool_out_problems_are_one_message(test_tool: Any, tiny: dict, tmp_
             f"tools/test.py: error: --out '{out}': {why}"), lines
         assert lines[0].endswith('cannot be created or written to; give a file in a writable '
                                  'folder')
+
+
+def test_test_tool_show_dir_problems_are_one_message_before_the_test(
+        test_tool: Any, tiny: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--show-dir is written into as the test runs: a file there, or a folder that cannot be
+    made, was a traceback from the first drawing, after the model had been built and tested."""
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    for show_dir, why in [(blocker, 'is a file, not a folder'),
+                          (blocker / 'vis', f'{blocker} is a file, not a folder, so the folder '
+                           'cannot be created'),
+                          ('/proc/vis', 'the folder /proc is not writable (')]:
+        lines = startup_error(test_tool, [tiny['config'], tiny['checkpoint'], '--work-dir',
+                                          str(tmp_path / 'work'), '--show-dir', str(show_dir)],
+                              capsys)
+        assert len(lines) == 1 and lines[0].startswith(
+            f"tools/test.py: error: --show-dir '{show_dir}': {why}"), lines
+        assert lines[0].endswith('; give a folder that can be written to'), lines
+    assert folder_problem(str(tmp_path / 'new' / 'vis'), '--show-dir') is None
+    assert folder_problem(str(tmp_path), '--show-dir') is None
+    assert not (tmp_path / 'new').exists()  # nothing created
 
 
 def test_pytorch2onnx_out_problems_are_one_message(tmp_path: Path,

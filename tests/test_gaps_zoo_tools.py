@@ -239,6 +239,27 @@ def _failing_training(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
     monkeypatch.setattr(run_suite, '_run', run)
 
 
+def test_run_suite_refuses_an_epoch_config_and_a_file_as_work_root(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """An epoch-based config was an AttributeError traceback (train_cfg.max_iters); a file as
+    --work-root passed --dry-run and failed at the first run."""
+    (tmp_path / 'afile').write_text('')
+    for argv, message in [
+            (['--configs', 'configs/pdc_resnet8_1xb128_fashion-mnist.py'],
+             '--configs: pdc_resnet8_1xb128_fashion-mnist trains by epochs (train_cfg has no '
+             'max_iters); the suite runs the iteration-based zoo configs'),
+            (['--configs', RESNET8, '--work-root', str(tmp_path / 'afile')],
+             f"--work-root '{tmp_path / 'afile'}': is a file, not a folder; give a folder for "
+             'the runs')]:
+        with pytest.raises(SystemExit) as exit_info:
+            run_suite.parse_args([*argv, '--seeds', '0', '--dry-run'])
+        assert exit_info.value.code == 2
+        assert f'error: {message}' in capsys.readouterr().err
+    args = run_suite.parse_args(['--configs', RESNET8, '--seeds', '0', '--work-root',
+                                 str(tmp_path / 'new' / 'root')])
+    assert args.configs == [RESNET8] and not (tmp_path / 'new').exists()
+
+
 def test_non_finite_before_any_update_is_a_failed_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     diagnosis = ('before any update of this run; first non-finite layer output of the forward '

@@ -160,6 +160,42 @@ def test_make_speech_commands_options_are_checked_first(tmp_path: Path, kwargs: 
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_make_speech_commands_mistakes_are_one_line_before_any_clip(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """An OUT_DIR that is a file, or under a folder that cannot be written, was found out only
+    when the finished set was renamed (minutes of synthesis with the defaults); the option
+    checks were tracebacks."""
+    tool = load_tool('dataset_converters/make_speech_commands')
+    prog = 'tools/dataset_converters/make_speech_commands.py: error: '
+    (tmp_path / 'afile').write_text('x')
+    small = ['--words', 'yes', '--speakers', '1', '--val-speakers', '0', '--test-speakers', '0',
+             '--engines', 'flite']  # no clip is made: each case is refused before
+    for argv, message in [
+            ([str(tmp_path / 'afile'), *small], f'{tmp_path / "afile"} is a file, not a folder; '
+             'choose a new folder'),
+            (['/proc/x/set', *small], "the folder of OUT_DIR '/proc/x': the folder /proc is not "
+             'writable ('),
+            ([str(tmp_path / 'set'), '--words', 'yes', '--speakers', '2'], '--speakers 2 must '
+             'exceed --val-speakers 2 + --test-speakers 2 (at least one training speaker)')]:
+        with pytest.raises(SystemExit) as exit_info:
+            tool.main(argv)
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(prog + message), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['afile']
+
+
+def test_every_noise_is_made_for_clips_shorter_than_the_brown_noise_window() -> None:
+    """--noise-seconds 0.01 (160 samples) passed the check, then brown noise's 801-sample moving
+    average broadcast (801,) against (160,)."""
+    tool = load_tool('dataset_converters/make_speech_commands')
+    for n in (1, 160, 801, 1600):
+        for kind in ('white_noise', 'pink_noise', 'brown_noise', 'running_tap'):
+            noise = tool.make_noise(kind, n / tool.SAMPLE_RATE, np.random.default_rng(0), '', {})
+            assert noise.shape == (n, ) and np.isfinite(noise).all(), (kind, n)
+            assert np.abs(noise).max() == pytest.approx(0.5) or not noise.any()
+
+
 def test_fashion_mnist_to_imagenet_refuses_more_images_than_the_split(tmp_path: Path) -> None:
     if not (FASHION_MNIST / 't10k-images-idx3-ubyte.gz').is_file():
         pytest.skip('tools/setup_env.sh installs Fashion-MNIST')
@@ -171,6 +207,30 @@ def test_fashion_mnist_to_imagenet_refuses_more_images_than_the_split(tmp_path: 
     assert list(tmp_path.iterdir()) == []  # nothing left, not even the temporary folder
     with pytest.raises(ValueError, match='--train must be a positive number of images, got True'):
         tool.write_fashion_imagenet(str(out), dict(train=True), str(FASHION_MNIST))
+
+
+def test_fashion_mnist_to_imagenet_mistakes_are_one_line(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """Each was a traceback (numpy's "expected non-negative integer" for --seed -1, naming no
+    option; a FileNotFoundError for an OUT_DIR under /proc, after reading the data)."""
+    tool = load_tool('dataset_converters/fashion_mnist_to_imagenet')
+    prog = 'tools/dataset_converters/fashion_mnist_to_imagenet.py: error: '
+    (tmp_path / 'taken').mkdir()
+    out = str(tmp_path / 'out')
+    for argv, message in [
+            ([str(tmp_path / 'taken')], f'{tmp_path / "taken"} exists; remove it or choose '
+             'another output folder'),
+            ([out, '--train', '0'], '--train must be a positive number of images, got 0'),
+            ([out, '--seed', '-1'], '--seed must be a whole number >= 0, got -1'),
+            ([out, '--fashion-mnist-root', str(tmp_path / 'none')],
+             f"LocalFashionMNIST: data_root '{tmp_path / 'none'}/' does not exist"),
+            (['/proc/x/fi'], "OUT_DIR '/proc/x/fi': the folder /proc is not writable (")]:
+        with pytest.raises(SystemExit) as exit_info:
+            tool.main(argv)
+        assert exit_info.value.code == 1
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(prog + message), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['taken']  # nothing else written
 
 
 @pytest.mark.parametrize('options, message', [

@@ -99,6 +99,29 @@ def test_metafile_is_up_to_date():
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+def test_generate_metafile_refuses_a_results_file_that_is_not_there(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A mistyped --results was read as "no results yet": the metafile was rewritten without
+    any Fashion-MNIST result or Weights line. Checked before anything is measured or written."""
+    tool = load_tool('model_zoo/generate_metafile')
+    out = tmp_path / 'metafile.yml'
+    for results, message in (
+            (tmp_path / 'zoo_resluts.json', 'is not a file; give the results file that '
+             'tools/model_zoo/zoo_results.py --write-results wrote'),
+            (tmp_path, 'is not a file')):
+        with pytest.raises(SystemExit) as exit_info:
+            tool.main(['--results', str(results), '--out', str(out)])
+        assert exit_info.value.code == 2
+        assert f"error: --results {str(results)!r} {message}" in capsys.readouterr().err
+    broken = tmp_path / 'broken.json'
+    broken.write_text('{"models": [')
+    with pytest.raises(SystemExit):
+        tool.main(['--results', str(broken), '--out', str(out)])
+    err = capsys.readouterr().err
+    assert f'error: --results: {broken}: not a JSON results file' in err, err
+    assert not out.exists()
+
+
 def test_metafile_collection_readme_is_a_path_from_the_repository_root():
     """As mmpretrain's metafiles (``README: configs/resnet/README.md``): model-index tools
     resolve it from the repository root, where configs/README.md is the collection's page."""
@@ -107,6 +130,20 @@ def test_metafile_collection_readme_is_a_path_from_the_repository_root():
     collections = yaml.safe_load((CONFIGS / 'metafile.yml').read_text())['Collections']
     assert [c['README'] for c in collections] == ['configs/README.md']
     assert (repo / collections[0]['README']).read_text().startswith('# Polynomial networks')
+
+
+def test_get_flops_tool_names_an_input_the_model_does_not_take(capsys):
+    """--shape 2 2 leaves a norm one value per channel: a traceback from inside the FLOP
+    count's trace, now one line naming the input and --shape."""
+    tool = load_tool('analysis_tools/get_flops')
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main([str(CONFIGS / 'pdc_resnet8_1xb128-1400i_fashion-mnist.py'), '--shape', '2',
+                   '2'])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        'tools/analysis_tools/get_flops.py: error: the model does not take a (1, 1, 2, 2) input '
+        '(--shape 2 2): Expected more than 1 value per channel'), err
 
 
 def test_get_flops_tool_prints_params_and_flops(capsys):

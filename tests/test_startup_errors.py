@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
+import torch
 from helpers import CONFIGS, REPO, TOOLS, load_tool
 from mmengine.config import Config
 from test_datasets import make_imagenet
@@ -326,6 +327,66 @@ def test_a_key_deeper_in_the_model_that_its_type_does_not_take_is_named() -> Non
         cfg.merge_from_dict({key: dict(type='Kaiming', layer='Conv2d')} if key.endswith(
             'init_cfg') else {key: 1})
         check_model_config(cfg, config)
+
+
+def test_a_cfg_option_without_equals_is_a_usage_error_in_every_tool(
+        capsys: pytest.CaptureFixture) -> None:
+    """``--cfg-options train_cfg.max_epochs 2`` (a space for the "=") ended in mmengine's
+    ValueError traceback from inside argparse in all six tools that take --cfg-options; now a
+    usage error (status 2) naming the item and the option as it was probably meant."""
+    cases = [(['train_cfg.max_epochs', '2'], 'train_cfg.max_epochs', 'train_cfg.max_epochs=2'),
+             (['train_cfg.max_epochs=', '2'], '2', 'train_cfg.max_epochs=2'),
+             (['model.head.topk', '=1'], 'model.head.topk', 'model.head.topk=1'),
+             (['a=1', 'b'], 'b', 'train_cfg.max_epochs=2')]
+    tools_argv = {'train': [FASHION], 'test': [FASHION, 'x.pth'],
+                  'det_inference': ['a.jpg', FASHION, 'x.pth'],
+                  'analysis_tools/get_flops': [FASHION], 'analysis_tools/poly_degree': [FASHION],
+                  'model_zoo/run_suite': ['--seeds', '0']}
+    for name, argv in tools_argv.items():
+        tool = load_tool(name)
+        for items, bad, fix in cases:
+            with pytest.raises(SystemExit) as exit_info:
+                tool.parse_args([*argv, '--cfg-options', *items])
+            assert exit_info.value.code == 2, name
+            assert capsys.readouterr().err.splitlines()[-1].endswith(
+                f"error: argument --cfg-options: {bad!r} is not KEY=VALUE: write each option as "
+                f'one word, without spaces around "=", e.g. {fix}'), (name, items)
+    args = load_tool('train').parse_args([FASHION, '--cfg-options', 'train_cfg.max_epochs=2',
+                                          'model.head.topk=[1,5]'])
+    assert args.cfg_options == {'train_cfg.max_epochs': 2, 'model.head.topk': [1, 5]}
+
+
+def test_a_config_that_is_no_config_file_is_named_as_what_it_is(tmp_path: Path) -> None:
+    """A checkpoint given as the config (CONFIG and CHECKPOINT swapped), a folder, another text
+    file, or a config that is not UTF-8: each was a traceback (mmengine's "Only py/yml/yaml/json
+    type are supported now!" naming no file, a UnicodeDecodeError) or "does not exist"."""
+    checkpoint = tmp_path / 'epoch_1.pth'
+    torch.save({'state_dict': {}}, checkpoint)
+    with pytest.raises(StartupError) as error:
+        load_config(str(checkpoint))
+    assert str(error.value) == (
+        f"config {str(checkpoint)!r} is not a config file (.py, .json, .yaml, .yml): it is a "
+        'torch checkpoint (a zip archive); give a config, e.g. one of configs/*.py (did CONFIG '
+        'and CHECKPOINT change places?)')
+    notes = tmp_path / 'notes.txt'
+    notes.write_text('my training notes\nlr 0.1\n')
+    with pytest.raises(StartupError, match=r"^config '.*notes\.txt' is not a config file .*: it "
+                       r"is a text file \(it starts 'my training notes'\); give a config, e\.g\. "
+                       r'one of configs/\*\.py$'):
+        load_config(str(notes))
+    with pytest.raises(StartupError, match=r"^config '.*' is a directory, not a config file"):
+        load_config(str(tmp_path))
+    latin1 = tmp_path / 'latin1.py'
+    latin1.write_bytes(b'# caf\xe9\nx = 1\n')
+    with pytest.raises(StartupError) as error:
+        load_config(str(latin1))
+    assert str(error.value) == (f'config file {str(latin1)!r} (at byte offset 5) is not UTF-8 '
+                                'text (invalid continuation byte: byte 0xe9); save it as UTF-8')
+    child = tmp_path / 'child.py'
+    child.write_text("_base_ = ['latin1.py']\n")
+    with pytest.raises(StartupError, match=r"^config file '.*child\.py' or one of its _base_ "
+                       r'files is not UTF-8 text'):
+        load_config(str(child))
 
 
 def test_a_visualizer_backend_without_its_package_is_one_line(tools, tmp_path: Path,
@@ -641,6 +702,34 @@ def test_keys_that_mmengine_ignores_are_warned_about(
         shipped_cfg = Config.fromfile(str(shipped))
         assert startup.warn_ignored_keys(shipped_cfg, 'x') == [], shipped
         check_model_config(shipped_cfg, str(shipped))
+        startup.check_optimizer(shipped_cfg)
+        startup.check_dataloaders(shipped_cfg, ['train_dataloader', 'val_dataloader',
+                                                'test_dataloader'])
+
+
+def test_bad_learning_rates_and_batch_sizes_are_one_line(tools, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """torch refused a negative lr or momentum, and a batch size of 0, with a traceback once the
+    Runner was built; a NaN lr trained until the first non-finite weight."""
+    train, test = tools
+    work = str(tmp_path / 'w')
+    for option, message in [
+            ('optim_wrapper.optimizer.lr=-0.1', 'optim_wrapper.optimizer.lr must be a finite '
+             'number >= 0, got -0.1'),
+            ('optim_wrapper.optimizer.lr=nan', 'optim_wrapper.optimizer.lr must be a finite '
+             'number >= 0, got nan'),
+            ('optim_wrapper.optimizer.momentum=-1', 'optim_wrapper.optimizer.momentum must be '
+             'a finite number >= 0, got -1'),
+            ('train_dataloader.batch_size=0', 'train_dataloader.batch_size must be a whole '
+             'number >= 1 (the samples per step of each process), got 0'),
+            ('val_dataloader.batch_size=2.5', 'val_dataloader.batch_size must be a whole number '
+             '>= 1 (the samples per step of each process), got 2.5')]:
+        assert run_main(train, [FASHION, '--work-dir', work, '--cfg-options', option],
+                        capsys) == [f'tools/train.py: error: {message}']
+    assert run_main(test, [FASHION, str(tmp_path / 'x.pth'), '--work-dir', work,
+                           '--cfg-options', 'test_dataloader.batch_size=-4'], capsys) == [
+        'tools/test.py: error: test_dataloader.batch_size must be a whole number >= 1 (the '
+        'samples per step of each process), got -4']
 
 
 def test_edit_distance() -> None:

@@ -36,11 +36,11 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
 from mmpoly.fileio import TEMP_SUFFIX, fsync_dir
-from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint, load_config,
-                                  startup_errors)
+from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_options,
+                                  check_checkpoint, load_config, startup_errors)
 
 PROG = 'tools/det_inference.py'
 #: The files of a folder that are read as images (mmdet's DetInferencer's suffixes; any case).
@@ -60,7 +60,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='draw only detections scoring at least this (default 0.3)')
     parser.add_argument('--device', default='cpu', help='e.g. cpu, cuda:0')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction, default={},
+        '--cfg-options', nargs='+', action=CfgOptionsAction, default={},
         help='override config settings, key=value pairs, e.g. model.test_cfg.rcnn.score_thr=0 '
         '(the detector keeps boxes scoring at least 0.05 by default, whatever --score-thr is)')
     parser.add_argument('--palette', default='none',

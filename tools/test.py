@@ -35,17 +35,18 @@ from copy import deepcopy
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import mmengine
-from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.config import Config, ConfigDict
 from mmengine.evaluator import DumpResults
 
 from mmpoly.engine import (STARTUP_REFUSALS, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
-                                  check_model_config, check_vis_backends, check_work_dir,
-                                  load_config, out_file_problem, same_checkpoint, startup_errors,
+from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_options,
+                                  check_checkpoint, check_dataloaders, check_datasets,
+                                  check_dist_cfg, check_hooks, check_model_config,
+                                  check_vis_backends, check_work_dir, folder_problem, load_config,
+                                  out_file_problem, same_checkpoint, startup_errors,
                                   warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
@@ -101,7 +102,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         help='write the metrics or the predictions to --out '
                         '(default: predictions)')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override config settings, key=value pairs merged into the config, e.g. '
         'test_dataloader.batch_size=8 (no spaces in a list value; quote it)')
     parser.add_argument('--amp', action='store_true',
@@ -330,6 +331,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         check_work_dir(cfg.work_dir)
         if args.out is not None:
             check_out_file(args.out)
+        if args.show_dir is not None:  # drawn into as the test runs: checked before it
+            problem = folder_problem(args.show_dir, '--show-dir')
+            if problem:
+                raise StartupError(f'{problem}; give a folder that can be written to')
         check_datasets(cfg, ['test_dataloader'])
         try:
             build_and_test(cfg, args)

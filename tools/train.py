@@ -24,7 +24,7 @@ import os
 import os.path as osp
 from typing import Any, Optional, Sequence
 
-from mmengine.config import Config, ConfigDict, DictAction
+from mmengine.config import Config, ConfigDict
 
 from mmpoly.engine import (STARTUP_REFUSALS, RunLock, StrictCheckpointHook, build_runner,
                            shutdown_distributed)
@@ -33,9 +33,10 @@ from mmpoly.engine.compile import (apply_compile, config_compile_kwargs, configu
 from mmpoly.engine.memory_format import check_channels_last
 from mmpoly.engine.resume import checkpoint_folder, find_resume_candidates
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import (StartupError, check_cfg_options, check_checkpoint,
-                                  check_dataloaders, check_datasets, check_dist_cfg, check_hooks,
-                                  check_model_config, check_no_earlier_run,
+from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_options,
+                                  check_checkpoint, check_dataloaders, check_datasets,
+                                  check_dist_cfg, check_hooks, check_model_config,
+                                  check_no_earlier_run, check_optimizer,
                                   check_pretrained_backbone, check_train_loop, check_vis_backends,
                                   check_work_dir, launcher_rank, load_config, same_checkpoint,
                                   startup_errors, warn_ignored_keys)
@@ -89,7 +90,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--no-persistent-workers', action='store_true',
                         help='disable the persistent_workers option of the dataloaders')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override config settings, key=value pairs merged into the config, e.g. '
         'train_cfg.max_epochs=2 or model.backbone.stage_channels="[8,16]" (no spaces in a '
         'list value; quote it)')
@@ -233,6 +234,7 @@ def check_startup(cfg: Config, args: argparse.Namespace,
     warn_ignored_keys(cfg, 'tools/train.py', args.launcher)
     check_model_config(cfg, args.config)
     check_train_loop(cfg)
+    check_optimizer(cfg)
     check_dist_cfg(cfg)
     check_compile(cfg)
     check_hooks(cfg)

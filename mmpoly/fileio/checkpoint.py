@@ -250,7 +250,7 @@ def _legacy_problem(path: str) -> Optional[str]:
 def other_file_format(path: str) -> Optional[str]:
     """What ``path``, which is no torch checkpoint, is instead, if its first bytes (or, for ONNX,
     its suffix) say so: an ONNX model (e.g. tools/deployment/pytorch2onnx.py's output), a
-    safetensors file, a gzip file, a JPEG or PNG image, or a text file such as a config."""
+    safetensors file, a gzip file, a JPEG or PNG image, or a text file (e.g. a config)."""
     with open(path, 'rb') as f:
         head = f.read(512)
     size = osp.getsize(path)
@@ -274,7 +274,7 @@ def other_file_format(path: str) -> Optional[str]:
         return None
     if len(text) >= 16 and all(c.isprintable() or c in '\t\r\n' for c in text):
         first = text.strip().splitlines()[0][:60] if text.strip() else ''
-        return f'a text file (it starts {first!r}), e.g. a config given as the checkpoint'
+        return f'a text file (it starts {first!r})'
     return None
 
 

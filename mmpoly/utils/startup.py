@@ -20,6 +20,7 @@ ignores without a word although they look meant to act: those of mmcv 1.x config
 (``lr_config``, ``evaluation``, ``data``, ...) and typos of the keys it reads
 (``param_schedulr``).
 """
+import argparse
 import contextlib
 import difflib
 import importlib
@@ -36,16 +37,16 @@ import traceback
 import warnings
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
     'startup_errors', 'load_config', 'check_cfg_options', 'check_train_loop', 'check_work_dir',
-    'out_file_problem',
+    'out_file_problem', 'folder_problem', 'check_optimizer', 'OPTIMIZER_NUMBERS',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
     'check_dist_cfg', 'check_dataloaders', 'check_hooks', 'check_pretrained_backbone',
-    'check_model_config', 'check_vis_backends', 'VIS_BACKEND_PACKAGES'
+    'check_model_config', 'check_vis_backends', 'VIS_BACKEND_PACKAGES', 'CfgOptionsAction'
 ]
 
 #: Set to 1 to print the traceback after a start-up error's message.
@@ -128,11 +129,29 @@ def _close(word: str, candidates: Sequence[str], cutoff: float = 0.6) -> str:
     return f' (close matches: {", ".join(matches)})' if matches else ''
 
 
+#: The config file suffixes mmengine's ``Config.fromfile`` reads.
+CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')
+
+
+def _undecodable(filename: str) -> str:
+    """``filename`` quoted if its bytes are not UTF-8, else words naming its ``_base_`` files."""
+    with open(filename, 'rb') as f:
+        data = f.read()
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError as error:
+        return f'{filename!r} (at byte offset {error.start})'
+    return f'{filename!r} or one of its _base_ files'
+
+
 def load_config(filename: str) -> Config:
     """``Config.fromfile(filename)``, with its start-up mistakes as :class:`StartupError`: a
     missing file (with close names in its folder), a syntax error (the real file of the
     ``_base_`` chain and its line, not mmengine's ``<unknown>``), a missing ``_base_`` file, or
     an exception raised while running one of the files (its file and line)."""
+    if osp.isdir(filename):
+        raise StartupError(f'config {filename!r} is a directory, not a config file; give the path '
+                           'of a config file, e.g. one of configs/*.py')
     if not osp.isfile(filename):
         folder = osp.dirname(filename) or '.'
         names = sorted(os.listdir(folder)) if osp.isdir(folder) else []
@@ -140,8 +159,22 @@ def load_config(filename: str) -> Config:
         raise StartupError(f'config file {filename!r} does not exist{where}'
                            f'{_close(osp.basename(filename), names)}; give the path of a config '
                            f'file, e.g. one of configs/*.py')
+    suffix = osp.splitext(filename)[1].lower()
+    if suffix not in CONFIG_SUFFIXES:
+        from mmpoly.fileio.checkpoint import other_file_format
+        with open(filename, 'rb') as f:
+            zipped = f.read(4) == b'PK\x03\x04'
+        what = ('a torch checkpoint (a zip archive)' if zipped else other_file_format(filename)
+                or f'a {suffix or "suffix-less"} file')
+        swapped = ' (did CONFIG and CHECKPOINT change places?)' if zipped else ''
+        raise StartupError(f'config {filename!r} is not a config file ({", ".join(CONFIG_SUFFIXES)}'
+                           f'): it is {what}; give a config, e.g. one of configs/*.py{swapped}')
     try:
         return Config.fromfile(filename)
+    except UnicodeDecodeError as error:
+        raise StartupError(f'config file {_undecodable(filename)} is not UTF-8 text '
+                           f'({error.reason}: byte 0x{error.object[error.start]:02x}); save '
+                           'it as UTF-8') from error
     except SyntaxError as error:
         located = _config_files(filename)[1] or error
         where = f'{located.filename}, line {located.lineno}'
@@ -164,6 +197,33 @@ def load_config(filename: str) -> Config:
 
 
 # --------------------------------------------------------------------------- --cfg-options
+
+
+class CfgOptionsAction(DictAction):
+    """mmengine's ``DictAction`` (``--cfg-options KEY=VALUE ...``) whose malformed items are
+    usage errors naming the item: an item without ``=`` (``train_cfg.max_epochs 2``, with a
+    space for the ``=``) ended in a ValueError traceback from inside argparse."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        items = list(values) if isinstance(values, (list, tuple)) else [values]
+        for i, item in enumerate(items):
+            if '=' in item and not item.startswith('='):
+                continue
+            if i > 0 and items[i - 1].endswith('='):
+                fix = f'{items[i - 1]}{item}'
+            elif item.startswith('=') and i > 0:
+                fix = f'{items[i - 1]}{item}'
+            elif i + 1 < len(items) and items[i + 1].startswith('='):
+                fix = f'{item}{items[i + 1]}'
+            elif i + 1 < len(items) and '=' not in items[i + 1]:
+                fix = f'{item}={items[i + 1]}'
+            else:
+                fix = 'train_cfg.max_epochs=2'
+            raise argparse.ArgumentError(
+                self, f'{item!r} is not KEY=VALUE: write each option as one word, without '
+                f'spaces around "=", e.g. {fix}')
+        super().__call__(parser, namespace, items, option_string)
 
 
 def check_model_config(cfg: Config, source: str) -> None:
@@ -689,6 +749,27 @@ def out_file_problem(path: str, option: str,
     return None
 
 
+def folder_problem(path: str, option: str) -> Optional[str]:
+    """Why files cannot be written into the folder ``path`` (given with ``option``, e.g.
+    ``'--show-dir'``), or None when they can, as far as can be told before: a file there, a file
+    where a missing parent folder would go, or a folder that cannot be written to. Creates
+    nothing (a temporary entry is made and removed, as in :func:`out_file_problem`)."""
+    where = f'{option} {path!r}: '
+    if osp.lexists(path) and not osp.isdir(path):
+        return where + 'is a file, not a folder'
+    target = osp.abspath(path)
+    existing = target
+    while not osp.lexists(existing):
+        existing = osp.dirname(existing)
+    if not osp.isdir(existing):
+        return where + f'{existing} is a file, not a folder, so the folder cannot be created'
+    reason = _write_probe(existing, subfolder=existing != target)
+    if reason is not None:
+        what = 'written to' if existing == target else 'created'
+        return where + f'the folder {existing} is not writable ({reason}), so it cannot be {what}'
+    return None
+
+
 #: What each count of ``train_cfg`` that :func:`check_train_loop` checks means.
 TRAIN_LOOP_COUNTS = {
     'max_epochs': 'the epochs to train',
@@ -724,6 +805,27 @@ def check_train_loop(cfg: Config) -> None:
                                      for key in bad)
                            + '. Set it in the config or with --cfg-options '
                            + ' '.join(f'train_cfg.{key}=N' for key in bad))
+
+
+#: The optimizer options :func:`check_optimizer` checks: finite numbers >= 0.
+OPTIMIZER_NUMBERS = ('lr', 'momentum', 'weight_decay', 'eps')
+
+
+def check_optimizer(cfg: Config) -> None:
+    """``optim_wrapper.optimizer``'s ``lr``, ``momentum``, ``weight_decay`` and ``eps`` (those it
+    sets) must be finite numbers >= 0: torch's optimizers refuse a negative one with a
+    traceback once the Runner is built, and a NaN or infinite learning rate trains until the
+    first non-finite weight. A :class:`StartupError` names each key and its value."""
+    wrapper = cfg.get('optim_wrapper')
+    optimizer = wrapper.get('optimizer') if isinstance(wrapper, Mapping) else None
+    if not isinstance(optimizer, Mapping):
+        return
+    bad = [key for key in OPTIMIZER_NUMBERS if key in optimizer and not (
+        isinstance(optimizer[key], numbers.Real) and not isinstance(optimizer[key], bool)
+        and math.isfinite(optimizer[key]) and optimizer[key] >= 0)]
+    if bad:
+        raise StartupError('; '.join(f'optim_wrapper.optimizer.{key} must be a finite number '
+                                     f'>= 0, got {optimizer[key]!r}' for key in bad))
 
 
 def earlier_run_files(work_dir: str) -> List[str]:
@@ -805,15 +907,20 @@ def check_datasets(cfg: Config, loaders: Sequence[str]) -> None:
 
 
 def check_dataloaders(cfg: Config, loaders: Sequence[str], flag: Optional[str] = None) -> None:
-    """Refuse, for each of ``loaders`` that ``cfg`` sets, a ``num_workers`` that is not a whole
-    number >= 0 and ``persistent_workers=True`` with ``num_workers=0`` (torch's DataLoader
-    fails on both once the Runner is built, naming neither the loader nor the fix). ``flag``:
+    """Refuse, for each of ``loaders`` that ``cfg`` sets, a ``batch_size`` that is not a whole
+    number >= 1, a ``num_workers`` that is not a whole number >= 0 and
+    ``persistent_workers=True`` with ``num_workers=0`` (torch's DataLoader fails on each once
+    the Runner is built, naming neither the loader nor the fix). ``flag``:
     the command-line flag that switches persistent workers off, named in the message."""
     problems = []
     for loader in loaders:
         options = cfg.get(loader)
         if not isinstance(options, Mapping):
             continue
+        batch = options.get('batch_size', 1)
+        if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+            problems.append(f'{loader}.batch_size must be a whole number >= 1 (the samples per '
+                            f'step of each process), got {batch!r}')
         workers = options.get('num_workers', 0)
         if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) \
                 or workers < 0:

@@ -24,6 +24,7 @@ algorithms first.
 import argparse
 import importlib.util
 import json
+import math
 import os.path as osp
 import platform
 import sys
@@ -42,6 +43,7 @@ from mmpoly.deploy import is_detector
 from mmpoly.engine.saving import atomic_write
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import build_model, default_input_shape
+from mmpoly.utils.startup import out_file_problem
 
 
 def _benchmark_tool():
@@ -229,8 +231,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
             parser.error(f'--{name.replace("_", "-")} must be >= 1, got {value}')
     if args.input_size and min(args.input_size) < 1:
         parser.error(f'--input-size must be positive, got {args.input_size}')
-    if args.min_run_time <= 0:
-        parser.error(f'--min-run-time must be > 0, got {args.min_run_time}')
+    if not (math.isfinite(args.min_run_time) and args.min_run_time > 0):  # nan: timed forever
+        parser.error(f'--min-run-time must be a finite number of seconds > 0, got '
+                     f'{args.min_run_time}')
+    if args.json:  # written after the timings: checked before them
+        problem = out_file_problem(args.json, '--json')
+        if problem:
+            parser.error(f'{problem}; give a .json file in a writable folder')
     if not args.configs:
         parser.error('give one or more configs (and optionally --baseline), or a --preset')
     if args.device == 'cuda' and not torch.cuda.is_available():

@@ -10,12 +10,11 @@ products are not counted), as in mmpretrain's get_flops tool.
 import argparse
 from typing import Optional, Sequence
 
-from mmengine.config import DictAction
 
 from mmpoly.utils import register_all_modules
 from mmpoly.utils.complexity import default_input_shape, measure
-from mmpoly.utils.startup import (check_cfg_options, check_model_config, load_config,
-                                  startup_errors)
+from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_options,
+                                  check_model_config, load_config, startup_errors)
 
 PROG = 'tools/analysis_tools/get_flops.py'
 
@@ -36,7 +35,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--part', choices=['model', 'backbone'], default='model',
                         help='count the whole model or only its backbone')
     parser.add_argument('--no-flops', action='store_true', help='count parameters only')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction,
                         help='override config settings, key=value')
     return parser.parse_args(argv)
 
@@ -50,10 +49,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             check_cfg_options(cfg, args.cfg_options)
             cfg.merge_from_dict(args.cfg_options)
         check_model_config(cfg, args.config)
-    shape = default_input_shape(cfg)
-    if args.shape:
-        shape = (shape[0], *args.shape)
-    result = measure(cfg, args.part, shape, with_flops=not args.no_flops)
+        shape = default_input_shape(cfg)
+        if args.shape:
+            shape = (shape[0], *args.shape)
+        try:
+            result = measure(cfg, args.part, shape, with_flops=not args.no_flops)
+        except (ValueError, RuntimeError) as error:  # e.g. a norm left with one value
+            given = f' (--shape {args.shape[0]} {args.shape[1]})' if args.shape else ''
+            raise StartupError(f'the model does not take a {(1, *shape)} input{given}: '
+                               f'{str(error).splitlines()[0]}') from error
     print(f'config: {args.config} ({args.part})')
     print(f'input shape: {result.input_shape}')
     print(f'params: {result.params:,} ({result.params / 1e6:.2f}M)')

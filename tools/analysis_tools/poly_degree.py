@@ -30,12 +30,12 @@ import sys
 import traceback
 from typing import Optional, Sequence
 
-from mmengine.config import DictAction
 
 from mmpoly.analysis import MAX_MEASURABLE_DEGREE, PARTS, analyse_config
 from mmpoly.fileio import atomic_write
 from mmpoly.utils import register_all_modules
-from mmpoly.utils.startup import TRACEBACK_ENV, out_file_problem, startup_errors
+from mmpoly.utils.startup import (TRACEBACK_ENV, CfgOptionsAction, out_file_problem,
+                                  startup_errors)
 
 PROG = 'tools/analysis_tools/poly_degree.py'
 
@@ -47,7 +47,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description='Measure the polynomial degree of the blocks and backbone of a config')
     parser.add_argument('config', help='config file path')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction,
                         help='override config settings, key=value (applied before the '
                         'activations are switched off)')
     parser.add_argument('--input-size', type=int, nargs=2, metavar=('H', 'W'),

@@ -28,6 +28,7 @@ from typing import Dict, Optional, Sequence
 import cv2
 import numpy as np
 
+PROG = 'tools/dataset_converters/fashion_mnist_to_imagenet.py'
 FASHION_MNIST_ROOT = '/usr/share/datasets/fashion-mnist'
 SPLITS = {'train': 'train', 'val': 'test'}  # ImageNet split -> Fashion-MNIST split
 
@@ -45,6 +46,8 @@ def write_fashion_imagenet(out_dir: str, num_images: Dict[str, Optional[int]],
 
     if osp.exists(out_dir):
         raise FileExistsError(f'{out_dir} exists; remove it or choose another output folder')
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f'--seed must be a whole number >= 0, got {seed!r}')
     for split, count in num_images.items():
         if split not in SPLITS:
             raise ValueError(f'unknown split {split!r}; allowed: {list(SPLITS)}')
@@ -102,9 +105,20 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, int]:
+    """Write the set; a mistake in the arguments (an existing OUT_DIR, a count out of range, a
+    negative seed, missing Fashion-MNIST files, a folder that cannot be written) is one line
+    ``...: error: ...`` and exit status 1."""
+    from mmpoly.utils.startup import StartupError, folder_problem, startup_errors
     args = parse_args(argv)
-    counts = write_fashion_imagenet(args.out_dir, dict(train=args.train, val=args.val),
-                                    args.fashion_mnist_root, args.seed)
+    with startup_errors(PROG):
+        problem = None if osp.exists(args.out_dir) else folder_problem(args.out_dir, 'OUT_DIR')
+        if problem:
+            raise StartupError(f'{problem}; choose another output folder')
+        try:
+            counts = write_fashion_imagenet(args.out_dir, dict(train=args.train, val=args.val),
+                                            args.fashion_mnist_root, args.seed)
+        except (FileExistsError, FileNotFoundError, ValueError) as error:
+            raise StartupError(str(error)) from error
     print(f'wrote {counts["train"]} training and {counts["val"]} validation images to '
           f'{args.out_dir}')
     return counts

@@ -39,6 +39,7 @@ ESPEAK_VARIANTS = ['m1', 'm2', 'm3', 'm4', 'm5', 'm7', 'f1', 'f2', 'f3', 'f4', '
 FLITE_VOICES = ['slt', 'rms', 'awb', 'kal16', 'kal']
 #: Suffix of the temporary folder the set is built in (as mmpoly.fileio's temporary files).
 TEMP_SUFFIX = '.mmpoly-tmp'
+PROG = 'tools/dataset_converters/make_speech_commands.py'
 NOISES = ['white_noise', 'pink_noise', 'brown_noise', 'running_tap', 'babble']
 BABBLE_TEXT = [
     'the quick brown fox jumps over the lazy dog near the river bank',
@@ -152,7 +153,8 @@ def make_noise(kind: str, seconds: float, rng: np.random.Generator, workdir: str
         noise = np.fft.irfft(spectrum, n)
     elif kind == 'brown_noise':  # 1/f² power: integrated white noise, drift removed
         noise = np.cumsum(white)
-        noise -= np.convolve(noise, np.ones(801) / 801, mode='same')
+        width = min(801, n)  # a 50 ms moving average (or the whole clip, if shorter)
+        noise -= np.convolve(noise, np.ones(width) / width, mode='same')
     elif kind == 'running_tap':  # band-passed noise with a slow amplitude flutter
         noise = sosfilt(butter(4, [800, 4000], btype='bandpass', fs=SAMPLE_RATE, output='sos'),
                         white)
@@ -193,8 +195,14 @@ def make_speech_commands(out_dir: str, words: Sequence[str], speakers: int = 20,
         if shutil.which(engine) is None:
             raise FileNotFoundError(f'{engine} is not installed (Debian: apt-get install '
                                     f'{engine}; or choose --engines)')
+    if osp.lexists(out_dir) and not osp.isdir(out_dir):
+        raise FileExistsError(f'{out_dir} is a file, not a folder; choose a new folder')
     if osp.isdir(out_dir) and os.listdir(out_dir):
         raise FileExistsError(f'{out_dir} exists and is not empty; choose a new folder')
+    from mmpoly.utils.startup import folder_problem
+    problem = folder_problem(osp.dirname(osp.abspath(out_dir)), 'the folder of OUT_DIR')
+    if problem:  # the set is written next to OUT_DIR, then renamed: found out before any work
+        raise PermissionError(f'{problem}; choose another OUT_DIR')
     rng = np.random.default_rng(seed)
     settings = speaker_settings(speakers, engines, seed)
     # speakers to splits: a fixed shuffle, so each split has exactly the requested speakers
@@ -256,13 +264,19 @@ def _write_set(out_dir: str, words: Sequence[str], settings: List[Dict],
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, List[str]]:
     args = parse_args(argv)
-    if args.words is None:
+    if REPO not in sys.path:  # mmpoly from this checkout, installed or not
         sys.path.insert(0, REPO)
+    if args.words is None:
         from mmpoly.datasets.speech_commands import SPEECH_COMMANDS_WORDS
         args.words = list(SPEECH_COMMANDS_WORDS)
-    splits = make_speech_commands(args.out_dir, args.words, args.speakers, args.val_speakers,
-                                  args.test_speakers, args.engines, args.noise_seconds,
-                                  args.seed, args.jobs)
+    from mmpoly.utils.startup import StartupError, startup_errors
+    with startup_errors(PROG):  # a mistake in the arguments: one line, exit status 1
+        try:
+            splits = make_speech_commands(args.out_dir, args.words, args.speakers,
+                                          args.val_speakers, args.test_speakers, args.engines,
+                                          args.noise_seconds, args.seed, args.jobs)
+        except (ValueError, FileExistsError, FileNotFoundError, PermissionError) as error:
+            raise StartupError(str(error)) from error
     print(f'wrote {len(args.words)} words × {args.speakers} speakers to {args.out_dir}: '
           f'{len(splits["train"])} train, {len(splits["val"])} validation, '
           f'{len(splits["test"])} test clips, {len(NOISES)} background noises')

@@ -232,7 +232,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument('--update-docs', action='store_true',
                         help=f'write the table into {_shown(DOCS_PAGE)} (only '
                         'when the run passes)')
-    parser.add_argument('--failed-out', default=FAILED_FILE, metavar='FILE',
+    parser.add_argument('--failed-out', metavar='FILE',
                         help=f'where a complete run that does not pass writes its results '
                         f'(default {FAILED_FILE}); {_shown(RESULTS_FILE)} and the docs are '
                         'written only by a run that passes')
@@ -245,6 +245,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     complete = args.models is None and args.num_images is None
     if args.update_docs and not complete:
         parser.error('--update-docs needs the full run (no --models / --num-images)')
+    if args.failed_out is not None and not complete:
+        parser.error(f'--failed-out {args.failed_out!r} has no effect with --models or '
+                     '--num-images: only the full run writes its results (a partial run prints '
+                     'them); drop --failed-out, or run on every model and image')
+    args.failed_out = args.failed_out or FAILED_FILE
     if complete:  # a failing run's results must have a place to go: checked before the run
         problem = out_file_problem(args.failed_out, '--failed-out')
         if problem:

@@ -82,6 +82,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                                                    ('CHECKPOINT', args.checkpoint)])
     if problem:
         parser.error(f'{problem}; give the .onnx file to write, in a writable folder')
+    if osp.splitext(args.out)[1].lower() in ('.pth', '.pt'):  # read back as a checkpoint
+        parser.error(f'--out {args.out!r}: .pth and .pt name PyTorch checkpoints, and the file '
+                     'would hold an ONNX model; give a .onnx file')
     return args
 
 

@@ -25,12 +25,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default=str(REPO / 'configs' / 'metafile.yml'))
     parser.add_argument('--check', action='store_true', help='compare instead of writing')
-    parser.add_argument('--results', default=str(RESULTS_FILE),
-                        help='the Fashion-MNIST zoo results file (default: %(default)s; absent: '
-                        'no results)')
+    parser.add_argument('--results',
+                        help=f'the Fashion-MNIST zoo results file (default: {RESULTS_FILE}, '
+                        'where absent means no results yet; a file given here must exist)')
     args = parser.parse_args(argv)
-    text = dump_yaml(metafile(measure_rows(paper_rows(), with_flops=True),
-                              zoo_results=load_results(args.results)))
+    if args.results is not None and not Path(args.results).is_file():
+        # a mistyped path would drop every Fashion-MNIST result (and Weights) from the metafile
+        parser.error(f'--results {args.results!r} is not a file; give the results file that '
+                     f'tools/model_zoo/zoo_results.py --write-results wrote (default '
+                     f'{RESULTS_FILE})')
+    try:
+        results = load_results(args.results or RESULTS_FILE)
+    except ValueError as error:
+        parser.error(f'--results: {error}')
+    text = dump_yaml(metafile(measure_rows(paper_rows(), with_flops=True), zoo_results=results))
     out = Path(args.out)
     if args.check:
         current = out.read_text() if out.is_file() else ''

@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
 from mmpoly.engine.saving import atomic_write
-from mmpoly.utils.startup import earlier_run_files
+from mmpoly.utils.startup import CfgOptionsAction, earlier_run_files, folder_problem
 from mmpoly.zoo.fashion_mnist import (COMPLETE, DIVERGED, FAILED, METRICS_FILE, RECORD_FILE,
                                       SEEDS, SUITE, WORK_ROOT, config_hash, config_path,
                                       finished_record, non_finite_before_update, read_record,
@@ -234,7 +234,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--test-images', type=int, default=None,
                         help='test on the first N test images only (smoke tests; default: all '
                         '10,000)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default={},
+    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction, default={},
                         help='more overrides for every run (e.g. to test a divergence); part of '
                         'the hash, and such runs stay out of the repository\'s results')
     parser.add_argument('--dry-run', action='store_true',
@@ -250,6 +250,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         if not config_path(name).is_file():
             parser.error(f'--configs: {config_path(name)} does not exist (the suite: '
                          f'{", ".join(SUITE)})')
+        train_cfg = Config.fromfile(str(config_path(name))).get('train_cfg') or {}
+        if 'max_iters' not in train_cfg:  # --max-iters, the hash and the estimate need it
+            parser.error(f'--configs: {name} trains by epochs (train_cfg has no max_iters); the '
+                         'suite runs the iteration-based zoo configs (the suite: '
+                         f'{", ".join(SUITE)})')
+    problem = folder_problem(args.work_root, '--work-root')
+    if problem:  # found out before the first run, and by --dry-run
+        parser.error(f'{problem}; give a folder for the runs')
     if any(seed < 0 for seed in args.seeds):
         parser.error(f'--seeds must be integers >= 0, got {args.seeds}')
     for field in ('max_iters', 'test_images'):
