@@ -210,6 +210,9 @@ def test_cut_last_line_is_ignored_and_a_bad_line_is_named(tmp_path: Path) -> Non
     scalars.write_text('{"loss": \n' + json.dumps(train_lines(range(1, 2), 2.0)[0]) + '\n')
     with pytest.raises(ValueError, match=f'{scalars} line 1 is not JSON'):
         plot_curves.load_run(str(work_dir))
+    scalars.write_bytes(b'{"loss": 1.0, "note": "\xff"}\n')  # named too, not a bare codec error
+    with pytest.raises(ValueError, match=f'{scalars} is not UTF-8 text \\(byte offset 23: '):
+        plot_curves.load_run(str(work_dir))
 
 
 def test_bad_arguments_are_named(tmp_path: Path, capsys) -> None:

@@ -223,6 +223,67 @@ def test_zoo_results_refuses_an_unknown_config(tmp_path: Path, capsys) -> None:
     assert f'no finished runs of {zoo_config("pdc_resnet8")}' in capsys.readouterr().err
 
 
+def test_zoo_results_checks_its_output_files_before_the_work(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """Each was a traceback after the table had been made (and, with --publish, after the
+    checkpoints had been written): an unwritable --json, a .txt --plot, a missing page or one
+    without the markers for --update-readme."""
+    root = tmp_path / 'zoo'
+    _finished_run(root, RESNET8, 0, 90.0)
+    monkeypatch.setattr(zoo_results, 'summarise', lambda *_: pytest.fail('not checked first'))
+    page = tmp_path / 'page.md'
+    page.write_text('# no markers\n')
+    for option, value, message in [
+            ('--json', '/proc/x/r.json', "--json '/proc/x/r.json': the folder /proc is not "
+             'writable ('),
+            ('--plot', str(tmp_path / 'r.txt'), f"--plot '{tmp_path / 'r.txt'}': must end in "
+             '.png or .svg'),
+            ('--plot', str(tmp_path), f"--plot '{tmp_path}': is a folder"),
+            ('--update-readme', str(tmp_path / 'missing.md'), "--update-readme "
+             f"'{tmp_path / 'missing.md'}': [Errno 2] No such file or directory"),
+            ('--update-readme', str(page), f"--update-readme '{page}': {page} has 0 lines "
+             "'<!-- BEGIN zoo-results -->'")]:
+        with pytest.raises(SystemExit) as exit_info:
+            zoo_results.main(['--work-root', str(root), '--configs', RESNET8, option, value])
+        assert exit_info.value.code == 2
+        assert f'error: {message}' in capsys.readouterr().err, (option, value)
+
+
+def test_publish_model_checks_its_arguments_before_evaluating(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture
+                                                              ) -> None:
+    """A missing file, an unwritable OUT_PREFIX, a checkpoint of another model: tracebacks, the
+    last after two evaluations of the test set. --max-change nan always published float32, and
+    --max-change beside --fp16 was ignored, without a word."""
+    tool = load_tool('model_zoo/publish_model')
+    config = str(CONFIGS / f'{zoo_config("pdc_resnet8")}.py')
+    checkpoint = next((REPO / 'checkpoints' / 'fashion-mnist').glob(
+        f'{zoo_config("pdc_resnet8")}-*.pth'))
+    other = next((REPO / 'checkpoints' / 'fashion-mnist').glob(f'{RESNET8}-*.pth'))
+    out = str(tmp_path / 'm')
+    for argv, code, message in [
+            ([str(tmp_path / 'no.pth'), out, '--config', config], 2,
+             f"CHECKPOINT '{tmp_path / 'no.pth'}' is not a file"),
+            ([str(checkpoint), '/proc/x/m', '--config', config], 2,
+             "OUT_PREFIX '/proc/x/m': the folder /proc is not writable ("),
+            ([str(checkpoint), out, '--config', config, '--max-change', 'nan'], 2,
+             '--max-change must be a finite number of top-1 points > 0, got nan'),
+            ([str(checkpoint), out, '--config', config, '--fp16', '--max-change', '0.5'], 2,
+             '--max-change 0.5 has no effect with --fp16, which sets the precision'),
+            ([str(other), out, '--config', config], 1,
+             "the checkpoint does not fit the config's model: missing ['backbone.layer1.0.")]:
+        if code == 2:
+            with pytest.raises(SystemExit) as exit_info:
+                tool.main(argv)
+            assert exit_info.value.code == 2
+        else:
+            assert tool.main(argv) == 1
+        assert f'error: {message}' in capsys.readouterr().err, argv
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- run_suite.py
 
 GRADIENT = ('mmpoly.engine.non_finite.NonFiniteError: non-finite gradient at iteration {i} '

@@ -78,7 +78,11 @@ def scalars_files(work_dir: Path) -> List[Path]:
 
 def read_records(path: Path) -> List[dict]:
     """The JSON objects of a ``scalars.json``; a cut last line (a killed run) is ignored."""
-    lines = path.read_text().splitlines()
+    try:
+        lines = path.read_text(encoding='utf-8').splitlines()
+    except UnicodeDecodeError as exc:  # named, as a line that is not JSON is
+        raise ValueError(f'plot_curves: {path} is not UTF-8 text (byte offset {exc.start}: '
+                         f'{exc.reason})') from exc
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

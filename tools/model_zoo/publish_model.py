@@ -15,6 +15,7 @@ import argparse
 import copy
 import hashlib
 import io
+import math
 import os
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from torch import nn
 
 from mmpoly.engine.checkpoint import load_checkpoint_file
 from mmpoly.engine.saving import atomic_write
+from mmpoly.utils.startup import StartupError, load_config, out_file_problem
 
 #: What a published checkpoint keeps of a training checkpoint.
 KEPT_KEYS = ('state_dict', 'meta')
@@ -96,7 +98,7 @@ def publish(checkpoint: str, out_prefix: str, config: str, half: Optional[bool] 
     source = load_checkpoint_file(checkpoint)
     if not isinstance(source, dict) or not isinstance(source.get('state_dict'), dict):
         raise ValueError(f'{checkpoint} has no state_dict (keys: {sorted(source)[:10]})')
-    cfg = Config.fromfile(config)
+    cfg = load_config(config)  # a StartupError naming the file if it is no config
     state = source['state_dict']
     top1_fp32 = evaluate(_model(cfg, state), cfg, num_images)
     top1_fp16 = evaluate(_model(cfg, to_half(state)), cfg, num_images)
@@ -132,15 +134,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            help='always float16')
     precision.add_argument('--fp32', dest='half', action='store_const', const=False,
                            help='always float32')
-    parser.add_argument('--max-change', type=float, default=MAX_CHANGE,
-                        help='float16 only if the top-1 changes by less (default: %(default)s)')
+    parser.add_argument('--max-change', type=float, default=None,
+                        help=f'float16 only if the top-1 changes by less (default: {MAX_CHANGE}; '
+                        'not with --fp16 / --fp32, which choose without it)')
     parser.add_argument('--test-images', type=int, default=None,
                         help='evaluate on the first N test images (default: the whole test set)')
     args = parser.parse_args(argv)
     if args.test_images is not None and args.test_images < 1:
         parser.error(f'--test-images must be >= 1, got {args.test_images}')
-    info = publish(args.checkpoint, args.out_prefix, args.config, args.half, args.max_change,
-                   args.test_images)
+    if args.max_change is not None and args.half is not None:
+        parser.error(f'--max-change {args.max_change:g} has no effect with '
+                     f'{"--fp16" if args.half else "--fp32"}, which sets the precision; give one '
+                     'of them')
+    if args.max_change is not None and not (math.isfinite(args.max_change)
+                                            and args.max_change > 0):
+        parser.error(f'--max-change must be a finite number of top-1 points > 0, got '
+                     f'{args.max_change:g}')
+    for name, path in (('CHECKPOINT', args.checkpoint), ('--config', args.config)):
+        if not os.path.isfile(path):
+            parser.error(f'{name} {path!r} is not a file')
+    problem = out_file_problem(f'{args.out_prefix}-00000000.pth', 'OUT_PREFIX')
+    if problem:  # written after the test set has been evaluated twice: checked first
+        parser.error(f'{problem.replace("-00000000.pth", "")}; give a prefix in a writable '
+                     'folder')
+    try:
+        info = publish(args.checkpoint, args.out_prefix, args.config, args.half,
+                       MAX_CHANGE if args.max_change is None else args.max_change,
+                       args.test_images)
+    except (ValueError, StartupError) as error:  # no checkpoint, no config, or no fit
+        print(f'{parser.prog}: error: {error}', file=sys.stderr)
+        return 1
     print(f'published {info["path"]} ({info["dtype"]}, sha256 {info["sha256"]}): top-1 '
           f'{info["top1"]:.2f} (float32 weights: {info["top1_float32"]:.2f})')
     return 0

@@ -39,6 +39,7 @@ from mmengine.config import Config
 
 from mmpoly.engine.saving import atomic_write
 from mmpoly.fileio import atomic_savefig
+from mmpoly.utils.startup import out_file_problem
 from mmpoly.zoo.fashion_mnist import (CHECKPOINTS_DIR, COMPLETE, DIVERGED, PUBLISHED_SEED, REPO,
                                       RESULTS_FILE, SUITE, WORK_ROOT, collect_records,
                                       config_path, zoo_config)
@@ -476,6 +477,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f'--publish-test-images must be >= 1, got {args.publish_test_images}')
     if args.publish_test_images is not None and not args.publish:
         parser.error('--publish-test-images applies to --publish only; add --publish or drop it')
+    # the files written after the work (and after --publish has written checkpoints): checked
+    # before any of it
+    for option, path in (('--json', args.json), ('--write-results', args.write_results),
+                         ('--plot', args.plot)):
+        problem = path and out_file_problem(path, option)
+        if problem:
+            parser.error(f'{problem}; give a file in a writable folder')
+    if args.plot and Path(args.plot).suffix.lower() not in ('.png', '.svg'):
+        parser.error(f'--plot {args.plot!r}: must end in .png or .svg (the image format)')
+    if args.update_readme:
+        try:
+            replace_between(Path(args.update_readme).read_text(), '', args.update_readme)
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            parser.error(f'--update-readme {args.update_readme!r}: {error}')
     work_root = Path(args.work_root)
     rows = summarise(work_root, args.configs)
     if not rows:
@@ -524,7 +539,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from generate_metafile import main as generate
         finally:
             sys.path.pop(0)
-        status = generate(['--results', args.write_results or str(RESULTS_FILE)])
+        status = generate(['--results', args.write_results] if args.write_results else [])
         if status != 0:
             return status
     if superseded:
