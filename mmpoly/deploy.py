@@ -492,6 +492,9 @@ def export_onnx(model: nn.Module,
     shape = tuple(int(v) for v in values)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f'batch_size must be a positive int, got {batch_size!r}')
+    for flag, value in (('dynamic_batch', dynamic_batch), ('dynamic_size', dynamic_size)):
+        if not isinstance(value, bool):  # 'no' is truthy: a dynamic axis nobody asked for
+            raise ValueError(f'{flag} must be True or False, got {value!r}')
     check_opset(opset)
     _check_part(model, part)
     if dynamic_size:
@@ -555,6 +558,9 @@ def onnx_session(path: str, threads: Optional[int] = None) -> Any:
     """An onnxruntime CPU ``InferenceSession`` of ``path`` (``threads``: intra-op threads, one
     inter-op thread; None: onnxruntime's default)."""
     import onnxruntime as ort
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f'threads must be a positive int or None, got {threads!r}')
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads

@@ -195,6 +195,13 @@ def test_no_activation_network_is_activation_free():
      r"backbone\.conv_cfg\.type='Conv2D': not a conv type .*close matches: \['Conv2d'"),
     (dict(conv_cfg='Conv2d'),
      r"backbone\.conv_cfg='Conv2d': must be a dict .*dict\(type='Conv2d'\)\) or None"),
+    # registered, but not 2-d convolutions: 'deconv' built a net whose maps grew (16, 31, 61,
+    # 121 instead of 16, 8, 4, 2) without a word; Conv1d / Conv3d failed at the first forward
+    (dict(conv_cfg=dict(type='deconv')),
+     r"backbone\.conv_cfg=\{'type': 'deconv'\}: ConvTranspose2d is not a 2-d convolution of "
+     r"\(B, C, H, W\) maps; use 'Conv2d'"),
+    (dict(conv_cfg=dict(type='Conv1d')), r"backbone\.conv_cfg=.*: Conv1d is not a 2-d conv"),
+    (dict(conv_cfg=dict(type='Conv3d')), r"backbone\.conv_cfg=.*: Conv3d is not a 2-d conv"),
     (dict(act_cfg=dict(type='ReLu')),
      r"backbone\.act_cfg\.type must be 'none' or an activation type .*got 'ReLu'; close "
      r"matches: \['ReLU'"),

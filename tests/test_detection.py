@@ -365,6 +365,36 @@ def test_fashion_coco_annotations_are_exact(fashion_coco: Dict[str, Path], split
         assert evaluator.stats[0] == pytest.approx(1.0), iou_type
 
 
+def test_coco_classes_the_annotation_file_does_not_give_in_its_order_are_refused(
+        tmp_path: Path) -> None:
+    """mmdet numbers the labels in the file's category order and drops categories not named:
+    classes in another order renamed every label, a class missing from the file shifted the
+    labels after it, and classes none of which the file has loaded no instance, all silently."""
+    (tmp_path / 'val2017').mkdir()
+    (tmp_path / 'annotations').mkdir()
+    ann = dict(images=[dict(id=1, file_name='a.jpg', width=8, height=8)],
+               categories=[dict(id=1, name='bag'), dict(id=2, name='boot')],
+               annotations=[dict(id=1, image_id=1, category_id=2, bbox=[1, 1, 4, 4], area=16,
+                                 iscrowd=0, segmentation=[[1, 1, 5, 1, 5, 5, 1, 5]])])
+    (tmp_path / 'annotations' / 'val.json').write_text(json.dumps(ann))
+    files = dict(data_root=str(tmp_path) + '/', ann_file='annotations/val.json',
+                 data_prefix=dict(img='val2017/'), test_mode=True)
+    for classes, message in [
+            (('boot', 'bag'), r"^metainfo classes are in another order than the categories of "
+             r"ann_file '.*val\.json' \(\['bag', 'boot'\] \(2\)\): mmdet numbers the labels"),
+            (('sandal', 'boot'), r"^metainfo classes \['sandal'\] are not categories of "
+             r"ann_file '.*val\.json', whose categories are \['bag', 'boot'\] \(2\)"),
+            (None, r"^metainfo classes \['person', 'bicycle', 'car'")]:  # mmdet's 80 classes
+        with pytest.raises(ValueError, match=message):
+            LocalCocoDataset(metainfo=None if classes is None else dict(classes=classes),
+                             **files)
+    for classes, label in ((('bag', 'boot'), 1), (('boot', ), 0)):  # the file's order: kept
+        dataset = LocalCocoDataset(metainfo=dict(classes=classes), **files)
+        (instance, ) = dataset[0]['instances']
+        assert dataset.metainfo['classes'][instance['bbox_label']] == 'boot'
+        assert instance['bbox_label'] == label
+
+
 @needs_fashion_mnist
 def test_fashion_coco_loads_through_the_detector_pipeline(fashion_coco: Dict[str, Path]) -> None:
     """The generated config's dataset reads the set with mmdet's own pipeline: the decoded

@@ -142,6 +142,23 @@ def test_class_balanced_sampler_takes_a_numpy_seed() -> None:
     assert len(list(sampler)) == 3 and sampler.seed == 3
 
 
+@pytest.mark.parametrize('indices, message', [
+    ([0, 99999], r'indices \[99999\] are outside the 10000 samples of this split; allowed: 0 '
+     r'to 9999'),  # was IndexError: list index out of range
+    (0, r'indices must be None .* got 0$'),  # was "need at least one array to concatenate"
+    ('3', r"indices must be None .* got '3'$"),  # was a TypeError on list indices
+    ([], r'indices must be None .* got \[\]$'),
+])
+def test_local_dataset_indices_are_checked(indices: Any, message: str) -> None:
+    if not (FASHION_MNIST / 't10k-images-idx3-ubyte.gz').is_file():
+        pytest.skip('tools/setup_env.sh installs Fashion-MNIST')
+    from mmpoly.datasets import LocalFashionMNIST
+    with pytest.raises(ValueError, match='^LocalFashionMNIST: ' + message):
+        LocalFashionMNIST(data_root=str(FASHION_MNIST), split='test', indices=indices)
+    assert len(LocalFashionMNIST(data_root=str(FASHION_MNIST), split='test',
+                                 indices=[0, 9999])) == 2
+
+
 # --------------------------------------------------------------------------- converters
 
 

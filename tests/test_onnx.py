@@ -208,6 +208,10 @@ def test_rejected_graph_leaves_no_file(tmp_path, monkeypatch):
     (dict(input_shape=(28, 28)), 'input_shape must be'),
     (dict(input_shape=(1, 28, 28), opset=13), 'opset must be'),
     (dict(input_shape=(1, 28, 28), batch_size=0), 'batch_size must be'),
+    # 'no' is truthy: it exported a dynamic batch axis
+    (dict(input_shape=(1, 28, 28), dynamic_batch='no'),
+     "dynamic_batch must be True or False, got 'no'"),
+    (dict(input_shape=(1, 28, 28), dynamic_size=1), 'dynamic_size must be True or False, got 1'),
 ])
 def test_bad_options_are_errors(kwargs, match, tmp_path):
     _, model = _random_model('resnet8_1xb128-1400i_fashion-mnist.py')

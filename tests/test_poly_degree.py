@@ -1,6 +1,7 @@
 """The degree analyser (tools/analysis_tools/poly_degree.py, mmpoly.analysis): the paper's
 taxonomy (arXiv:2104.07916) measured on configs, on a user-registered block and on any module."""
 import json
+import math
 from typing import Optional
 
 import pytest
@@ -356,7 +357,17 @@ def test_numerical_degree_checks_its_arguments():
     x = torch.zeros(3, dtype=torch.float64)
     with pytest.raises(ValueError, match='max_degree must be an int >= 0, got -1'):
         numerical_degree(lambda v: v, x, x, -1)
+    ones = torch.ones(3, dtype=torch.float64)
     with pytest.raises(ValueError, match='needs float64 outputs, got torch.float32'):
-        numerical_degree(lambda v: v.float(), x, x, 1)
+        numerical_degree(lambda v: v.float(), x, ones, 1)
+    # each of these read every function as degree 0, or none as a polynomial, without a word
+    for kwargs, message in [(dict(d=x), 'd must be a non-zero direction'),
+                            (dict(step=0), 'step must be a finite number > 0, got 0'),
+                            (dict(step=math.nan), 'step must be a finite number > 0, got nan'),
+                            (dict(rtol=math.nan), 'rtol must be a finite number > 0, got nan'),
+                            (dict(max_degree=True), 'max_degree must be an int >= 0, got True')]:
+        arguments = {**dict(fn=lambda v: v ** 3, x0=x, d=ones, max_degree=4), **kwargs}
+        with pytest.raises(ValueError, match=message):
+            numerical_degree(**arguments)
     assert numerical_degree(lambda v: (v[0] ** 5, v), x, torch.ones(3, dtype=torch.float64),
                             6) == 5

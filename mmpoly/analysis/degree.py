@@ -29,6 +29,7 @@ lower bound next to the product of the block degrees.
 import copy
 import inspect
 import math
+import numbers
 import os.path as osp
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -93,10 +94,18 @@ def numerical_degree(fn: Callable[[Tensor], Union[Tensor, Sequence[Tensor]]],
         n in [0, max_degree + 1], or None if no difference up to order max_degree + 2
         vanishes (a degree above max_degree + 1, or not a polynomial, e.g. with a softmax).
     """
-    if not isinstance(max_degree, int) or max_degree < 0:
+    if isinstance(max_degree, bool) or not isinstance(max_degree, int) or max_degree < 0:
         raise ValueError(f'max_degree must be an int >= 0, got {max_degree!r}')
     if x0.shape != d.shape:
         raise ValueError(f'x0 {tuple(x0.shape)} and d {tuple(d.shape)} must have one shape')
+    # a zero step or direction samples one point: every function would read as degree 0
+    for name, value in (('step', step), ('rtol', rtol)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not math.isfinite(value) or value <= 0:
+            raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
+    if not bool(torch.any(d != 0)):
+        raise ValueError('d must be a non-zero direction: along d = 0 every function is '
+                         'constant (degree 0)')
     num = max_degree + 3
     ts = (torch.arange(num, dtype=torch.float64) - (num - 1) / 2) * step
     samples = []

@@ -87,4 +87,37 @@ class LocalCocoDataset(CocoDataset):
                               self.data_prefix.get('img', ''))
         if error is not None:
             raise error
-        return super().load_data_list()
+        names: List[str] = []  # the file's category names, in its order
+
+        class RecordingCOCO(self.COCOAPI):  # type: ignore[name-defined, misc]
+            def __init__(inner, annotation_file: Optional[str] = None) -> None:
+                super().__init__(annotation_file)
+                names.extend(cat['name'] for cat in inner.load_cats(inner.get_cat_ids()))
+
+        self.COCOAPI = RecordingCOCO  # mmdet deletes its COCO object before returning
+        try:
+            data_list = super().load_data_list()
+        finally:
+            del self.COCOAPI
+        self._check_classes(names)
+        return data_list
+
+    def _check_classes(self, names: List[str]) -> None:
+        """Refuse ``metainfo['classes']`` that the annotation file's categories do not give in
+        that order. mmdet numbers the labels in the file's category order and drops the
+        categories not named: a class missing from the file shifted the labels after it, and
+        classes in another order gave each label another name, both without a word (and classes
+        none of which is in the file loaded no instance at all)."""
+        classes = list(self.metainfo.get('classes') or ())
+        shown = f'{names[:12]}{" ..." if len(names) > 12 else ""} ({len(names)})'
+        missing = [name for name in classes if name not in names]
+        if missing:
+            raise ValueError(
+                f'metainfo classes {missing[:8]}{" ..." if len(missing) > 8 else ""} are not '
+                f'categories of ann_file {self.ann_file!r}, whose categories are {shown}; give '
+                'metainfo=dict(classes=...) with names of its categories, in its order')
+        if [name for name in names if name in classes] != classes:
+            raise ValueError(
+                f'metainfo classes are in another order than the categories of ann_file '
+                f'{self.ann_file!r} ({shown}): mmdet numbers the labels in the file\'s order, '
+                'so each label would get another name; list the classes in the file\'s order')

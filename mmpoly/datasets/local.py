@@ -37,6 +37,32 @@ def check_flags(dataset: str, **flags: object) -> None:
             raise ValueError(f'{dataset}: {name} must be True or False, got {value!r}')
 
 
+def check_indices(dataset: str, indices: object) -> None:
+    """``indices`` (mmengine's: the first N samples, or the samples at these indices) must be
+    None, an int >= 1 or a non-empty list of ints >= 0; mmengine fails on the others with
+    errors naming neither the dataset nor the option."""
+    if indices is None:
+        return
+    if isinstance(indices, (int, np.integer)) and not isinstance(indices, (bool, np.bool_)):
+        if indices >= 1:
+            return
+    elif isinstance(indices, (list, tuple)) and indices and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) and i >= 0
+            for i in indices):
+        return
+    raise ValueError(f'{dataset}: indices must be None (every sample), an int N >= 1 (the first '
+                     f'N samples) or a non-empty list of sample indices >= 0, got {indices!r}')
+
+
+def check_indices_range(dataset: str, indices: object, num_samples: int) -> None:
+    """A list of ``indices`` must name samples of the ``num_samples`` loaded."""
+    if isinstance(indices, (list, tuple)):
+        outside = [i for i in indices if i >= num_samples]
+        if outside:
+            raise ValueError(f'{dataset}: indices {outside[:5]} are outside the {num_samples} '
+                             f'samples of this split; allowed: 0 to {num_samples - 1}')
+
+
 def join_to_root(data_root: str, path: str) -> str:
     """``path`` as mmengine's ``BaseDataset._join_prefix`` joins a ``data_prefix`` value to
     ``data_root``: under it unless it is absolute or there is no ``data_root``."""
@@ -85,6 +111,7 @@ class _LocalCIFARMixin:
         _check_split(name, split)
         check_flags(name, verify_checksums=verify_checksums, download=download,
                     test_mode=test_mode, lazy_init=lazy_init)
+        check_indices(name, indices)
         if download:
             raise ValueError(
                 f'{name}: download=True is not supported: {name} reads local files and never '
@@ -119,7 +146,9 @@ class _LocalCIFARMixin:
         if missing:
             raise _missing_data_error(type(self).__name__, self.data_prefix['root'], missing,
                                       self._how_to_get(self.data_prefix['root']))
-        return super().load_data_list()
+        data_list = super().load_data_list()
+        check_indices_range(type(self).__name__, self._indices, len(data_list))
+        return data_list
 
     @classmethod
     def _how_to_get(cls, root: str) -> str:
@@ -187,6 +216,7 @@ class LocalFashionMNIST(FashionMNIST):
                  lazy_init: bool = False) -> None:
         _check_split(type(self).__name__, split)
         check_flags(type(self).__name__, test_mode=test_mode, lazy_init=lazy_init)
+        check_indices(type(self).__name__, indices)
         super().__init__(data_root=data_root, split=split, metainfo=metainfo, download=False,
                          data_prefix=data_prefix, test_mode=bool(test_mode), pipeline=pipeline,
                          indices=indices, lazy_init=bool(lazy_init))
@@ -239,4 +269,5 @@ class LocalFashionMNIST(FashionMNIST):
         if images.ndim != 3 or labels.shape != (images.shape[0], ):
             raise ValueError(f'{type(self).__name__}: {paths[0]} holds {images.shape} and '
                              f'{paths[1]} holds {labels.shape}; expected N×28×28 and N labels')
+        check_indices_range(type(self).__name__, self._indices, len(labels))
         return [{'img': img, 'gt_label': int(label)} for img, label in zip(images, labels)]

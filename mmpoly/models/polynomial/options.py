@@ -159,6 +159,11 @@ def block_norm_cfg(name: str, value: NormOption, norm_cfg: dict,
     return cfg
 
 
+#: Conv classes mmcv's ``build_conv_layer`` resolves that do not map (B, C, H, W) maps to
+#: (B, C', H', W') by a 2-d convolution (1-d, 3-d, transposed), refused in a ``conv_cfg``.
+NOT_MAP_CONVS = (nn.Conv1d, nn.Conv3d, nn.modules.conv._ConvTransposeNd)
+
+
 def _norm_class(layer_type: Any) -> Any:
     """The class ``mmcv.cnn.build_norm_layer`` builds for ``layer_type`` (a checked type)."""
     if isinstance(layer_type, str):
@@ -245,8 +250,15 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
     """Check an mmcv ``conv_cfg``: None (``nn.Conv2d``) where ``may_be_none``, or a dict whose
     'type' ``mmcv.cnn.build_conv_layer`` resolves ('Conv2d', 'ConvWS', a registered type or an
     ``nn.Module`` class); return a copy."""
-    return _layer_dict(name, value, 'a conv', 'build_conv_layer', "dict(type='Conv2d')",
-                       may_be_none)
+    cfg = _layer_dict(name, value, 'a conv', 'build_conv_layer', "dict(type='Conv2d')",
+                      may_be_none)
+    layer_cls = _norm_class(cfg['type']) if cfg is not None else None
+    if inspect.isclass(layer_cls) and issubclass(layer_cls, NOT_MAP_CONVS):
+        # mmcv registers these in the same registry; a transposed conv builds and upsamples
+        raise ValueError(f'{name}={cfg!r}: {layer_cls.__name__} is not a 2-d convolution of '
+                         f"(B, C, H, W) maps; use 'Conv2d' (None), 'ConvWS', 'ConvAWS' or "
+                         'another nn.Conv2d type')
+    return cfg
 
 
 def required_norm_cfg_option(name: str, value: dict) -> dict:
