@@ -210,10 +210,8 @@ class CfgOptionsAction(DictAction):
         for i, item in enumerate(items):
             if '=' in item and not item.startswith('='):
                 continue
-            if i > 0 and items[i - 1].endswith('='):
-                fix = f'{items[i - 1]}{item}'
-            elif item.startswith('=') and i > 0:
-                fix = f'{items[i - 1]}{item}'
+            if i > 0 and (items[i - 1].endswith('=') or item.startswith('=')):
+                fix = f'{items[i - 1]}{item}'  # 'key= value' or 'key =value'
             elif i + 1 < len(items) and items[i + 1].startswith('='):
                 fix = f'{item}{items[i + 1]}'
             elif i + 1 < len(items) and '=' not in items[i + 1]:
