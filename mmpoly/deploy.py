@@ -43,6 +43,7 @@ import copy
 import inspect
 import math
 import numbers
+import os
 import os.path as osp
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -50,6 +51,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import ConvModule
+from mmengine.config import Config
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -292,6 +294,13 @@ def _padded_resize(transform: dict, divisor: int) -> Optional[Tuple[int, int]]:
     return (math.ceil(height / divisor) * divisor, math.ceil(width / divisor) * divisor)
 
 
+def _type_name(value: Any) -> str:
+    """The qualified name of ``value``'s type ('numpy.ndarray'; 'list' for a builtin)."""
+    cls = type(value)
+    return cls.__qualname__ if cls.__module__ == 'builtins' else \
+        f'{cls.__module__}.{cls.__qualname__}'
+
+
 def _option(transform: dict, cls: type, name: str) -> Any:
     """``transform[name]``, else the default of ``cls``'s argument ``name``."""
     if name in transform:
@@ -299,8 +308,12 @@ def _option(transform: dict, cls: type, name: str) -> Any:
     return inspect.signature(cls).parameters[name].default
 
 
-def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
+def input_shape_from_config(cfg: Union[Config, dict, str, os.PathLike]
+                            ) -> Tuple[int, int, int]:
     """(C, H, W) of the network input the config's test pipeline and data preprocessor give.
+
+    ``cfg``: an mmengine ``Config`` (or a dict of one), or the path of a config file, loaded
+    as the tools load it (:func:`mmpoly.utils.startup.load_config`).
 
     * C: the number of ``mean`` values of the data preprocessor, else the backbone's
       ``in_channels`` (3 if neither is set);
@@ -311,9 +324,19 @@ def input_shape_from_config(cfg: Any) -> Tuple[int, int, int]:
 
     Raises:
         ValueError: none of these applies; the message names what was looked at.
+        TypeError: ``cfg`` is none of the types above.
+        StartupError: the config file is missing or broken (its file and line named).
     """
     from mmpoly.datasets.audio_transforms import AudioFixLength, LogMelSpectrogram
+    from mmpoly.utils.startup import load_config
 
+    if isinstance(cfg, (str, os.PathLike)):
+        cfg = load_config(os.fspath(cfg))
+    elif isinstance(cfg, dict):
+        cfg = Config(cfg)
+    elif not isinstance(cfg, Config):
+        raise TypeError(f'cfg must be an mmengine Config, a dict or the path of a config file '
+                        f'(str or os.PathLike), got {_type_name(cfg)}')
     model_cfg = cfg.model
     preprocessor = model_cfg.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
     backbone = model_cfg.get('backbone', {}) or {}
@@ -615,7 +638,14 @@ def onnx_parity(model: nn.Module, path: str, x: torch.Tensor,
                 part: str = 'classifier', session: Any = None) -> OnnxParity:
     """Run the ONNX file ``path`` (or ``session``) and ``model`` in eval mode on the same batch
     ``x``; return the largest differences. PyTorch runs in float32 on the CPU, as onnxruntime
-    does (a float32 CPU copy of a float16 / CUDA model; ``model`` is not modified)."""
+    does (a float32 CPU copy of a float16 / CUDA model; ``model`` is not modified).
+
+    Raises:
+        TypeError: ``x`` is not a ``torch.Tensor`` (e.g. a numpy array).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f'x must be a torch.Tensor (the (B, C, H, W) input batch), got '
+                        f'{_type_name(x)}; convert a numpy array with torch.from_numpy(x)')
     reference = _float32_cpu(model)
     net = TensorForward(reference, part)
     was_training = reference.training

@@ -1,12 +1,14 @@
 """tools/run_main_job.sh: a --work-dir among the extra arguments is refused (the job reads
-$WORK_DIR back), and the parameter count is that of the config the run dumped (its --cfg-options
-included).
+$WORK_DIR back), the parameter count is that of the config the run dumped (its --cfg-options
+included), and a second run moves the first one aside unless that one is still running.
 
 The script runs from a copy of ``tools/`` whose ``setup_env.sh`` does nothing and whose Python
 (``MMPOLY_VENV/bin/python``) fakes tools/train.py, tools/test.py and plot_curves.py (writing what
 they would write) and runs everything else (the script's own Python snippets) with the real one.
 """
+import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +24,9 @@ from mmpoly.utils.complexity import build_model, count_params
 
 CONFIG_NAME = 'pdc_resnet8-w16_1xb256-4e_fashion-mnist.py'
 #: The fake interpreter: tools/train.py writes what mmengine's Runner leaves in --work-dir (the
-#: dumped config, a checkpoint, last_checkpoint), tools/test.py the metrics file given with --out.
+#: dumped config, a checkpoint, last_checkpoint), tools/test.py the metrics file given with --out;
+#: with FAKE_SUMMARY set, the script's summary snippet (stdin) prints it instead of importing
+#: mmpretrain to count parameters.
 FAKE_PYTHON = """#!/bin/bash
 case "$1" in
     tools/train.py)
@@ -36,6 +40,8 @@ case "$1" in
         while [ "$#" -gt 0 ] && [ "$1" != --out ]; do shift; done
         echo '{{"accuracy/top1": 88.5}}' > "$2" ;;
     tools/analysis_tools/plot_curves.py) ;;
+    -) if [ -n "$FAKE_SUMMARY" ]; then cat > /dev/null; echo "$FAKE_SUMMARY"; \
+       else exec "{python}" "$@"; fi ;;
     *) exec "{python}" "$@" ;;
 esac
 """.format(config=CONFIG_NAME, python=sys.executable)
@@ -56,6 +62,13 @@ def checkout(tmp_path: Path) -> Dict[str, str]:
     python.chmod(0o755)
     return {**os.environ, 'MMPOLY_VENV': str(tmp_path / 'venv'),
             'WORK_DIR': str(tmp_path / 'main_job'), 'FAKE_LOG': str(tmp_path / 'train.log')}
+
+
+def dumped_config(tmp_path: Path) -> str:
+    """The main job's config as the Runner dumps it (its _base_ files merged in)."""
+    dumped = tmp_path / 'dumped.py'
+    Config.fromfile(str(CONFIGS / CONFIG_NAME)).dump(str(dumped))
+    return str(dumped)
 
 
 def run_job(env: Dict[str, str], args: List[str]) -> subprocess.CompletedProcess:
@@ -103,3 +116,45 @@ def test_the_parameter_count_is_that_of_the_trained_config(checkout: Dict[str, s
     assert 'top-1 accuracy 88.50%' in proc.stdout
     assert Path(checkout['FAKE_LOG']).read_text().split() == [
         'tools/train.py', f'configs/{CONFIG_NAME}', '--work-dir', checkout['WORK_DIR'], *options]
+
+
+def test_a_second_run_moves_the_earlier_run_aside(checkout: Dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """tools/train.py refuses a new run where checkpoints are, so the job moves the earlier
+    run to WORK_DIR.<UTC time> and says so; both keep their results. (The real job once is
+    tests/test_training.py::test_main_job_end_to_end.)"""
+    env = {**checkout, 'DUMPED_CONFIG': dumped_config(tmp_path), 'FAKE_SUMMARY': 'summary'}
+    work_dir = Path(env['WORK_DIR'])
+    first = run_job(env, [])
+    assert first.returncode == 0 and 'moved it aside' not in first.stderr, first.stderr
+    second = run_job(env, [])
+    assert second.returncode == 0, second.stderr
+    (aside, ) = tmp_path.glob('main_job.*')
+    assert re.fullmatch(r'main_job\.\d{8}T\d{6}Z', aside.name), aside
+    assert (f'run_main_job.sh: {work_dir} holds an earlier run (its checkpoints); moved it aside '
+            f'to {aside} so that this run starts afresh (pass --resume to continue that run '
+            'instead)') in second.stderr, second.stderr
+    for folder in (aside, work_dir):
+        assert (folder / 'epoch_1.pth').is_file() and (folder / 'test_metrics.json').is_file()
+    assert (work_dir / 'last_checkpoint').read_text() == str(work_dir / 'epoch_1.pth')
+    # --resume continues the earlier run: nothing is moved
+    resumed = run_job(env, ['--resume'])
+    assert resumed.returncode == 0 and 'moved it aside' not in resumed.stderr
+    assert list(tmp_path.glob('main_job.*')) == [aside]
+
+
+def test_a_running_job_s_work_dir_is_not_moved(checkout: Dict[str, str],
+                                               tmp_path: Path) -> None:
+    """While a run holds the work_dir's lock (mmpoly.engine.RunLock), the job leaves the folder
+    where it is, and tools/train.py refuses to start there (the fake train.py only records that
+    it was called)."""
+    from mmpoly.engine.run_lock import LOCK_FILENAME
+    env = {**checkout, 'DUMPED_CONFIG': dumped_config(tmp_path), 'FAKE_SUMMARY': 'summary'}
+    work_dir = Path(env['WORK_DIR'])
+    assert run_job(env, []).returncode == 0
+    with open(work_dir / LOCK_FILENAME, 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a live run holds it
+        proc = run_job(env, [])
+    assert proc.returncode == 0 and 'moved it aside' not in proc.stderr, proc.stderr
+    assert list(tmp_path.glob('main_job.*')) == []
+    assert len(Path(env['FAKE_LOG']).read_text().splitlines()) == 2

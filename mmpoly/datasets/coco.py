@@ -38,8 +38,9 @@ class CheckedCOCO(COCO):
 class LocalCocoDataset(CocoDataset):
     """mmdet's :class:`~mmdet.datasets.CocoDataset`, checking its files before reading them.
 
-    A missing ``data_root``, annotation file or image folder raises a FileNotFoundError that
-    names the path and says how to get COCO (or a small offline set in the same layout:
+    A missing ``data_root``, annotation file or image folder (or one of the wrong kind: a folder
+    given as ``ann_file``) raises a FileNotFoundError that names the field and the path and says
+    how to get COCO (or a small offline set in the same layout:
     ``tools/dataset_converters/make_fashion_coco.py``). Registered in mmdet's DATASETS.
     An annotation file that is not COCO JSON raises a ValueError naming it (:class:`CheckedCOCO`).
     """
@@ -49,12 +50,20 @@ class LocalCocoDataset(CocoDataset):
     @classmethod
     def _missing(cls, data_root: str, ann_file: str, img_prefix: str) -> Optional[Exception]:
         """The FileNotFoundError for the first of ``data_root``, ``ann_file`` and
-        ``data_prefix.img`` (as the dataset joins them) that does not exist, else None."""
-        wanted = [('data_root', data_root, osp.isdir), ('ann_file', ann_file, osp.isfile),
-                  ('data_prefix.img', img_prefix, osp.isdir)]
-        for field, path, check in wanted:
+        ``data_prefix.img`` (as the dataset joins them) that does not exist or is of the wrong
+        kind (a folder given as ``ann_file``, a file as a folder), else None."""
+        wanted = [('data_root', data_root, osp.isdir, 'a file, not a folder'),
+                  ('ann_file', ann_file, osp.isfile, 'a folder, not a COCO annotation JSON file'),
+                  ('data_prefix.img', img_prefix, osp.isdir, 'a file, not a folder of images')]
+        for field, path, check, wrong_kind in wanted:
             if path and not check(path):
                 root = osp.join(data_root or '', '')
+                if osp.exists(osp.normpath(path)):  # normpath: also 'a_file/'
+                    return FileNotFoundError(
+                        f'{cls.__name__}: {field} {path!r} is {wrong_kind}. COCO 2017\'s layout '
+                        f'is {COCO_LAYOUT.format(root=root)}: set data_root to its folder, '
+                        'ann_file to one of its JSON files and data_prefix.img to one of its '
+                        'image folders.')
                 return FileNotFoundError(
                     f'{cls.__name__}: {field} {path!r} does not exist. Download COCO 2017 '
                     'from https://cocodataset.org/#download (train2017.zip, val2017.zip, '

@@ -2,9 +2,12 @@
 missing (see :class:`LocalImageNet`)."""
 import os
 import os.path as osp
-from typing import List, Mapping, Optional, Union
+import re
+from typing import List, Mapping, Optional, Tuple, Union
 
+from mmengine.fileio import get_file_backend, list_from_file
 from mmpretrain.datasets import ImageNet
+from mmpretrain.datasets.custom import find_folders
 
 from mmpoly.registry import DATASETS
 
@@ -15,6 +18,10 @@ IMAGENET_LAYOUT = """\
     {root}/val/*.JPEG           the validation images (flat, or in <wnid>/ folders)
     {root}/meta/train.txt       lines '<wnid>/<name>.JPEG <label>' (optional with class folders)
     {root}/meta/val.txt         lines '<name>.JPEG <label>' (needed for a flat val/)"""
+
+#: The values of ``split``: mmpretrain's ImageNet splits, or '' for data_prefix / ann_file as
+#: given.
+SPLITS = ('train', 'val', 'test', '')
 
 
 def _quoted(path: str) -> str:
@@ -31,6 +38,11 @@ class LocalImageNet(ImageNet):
     names the path, shows the expected layout and says how to point ``data_root`` elsewhere.
     :meth:`check_data` runs the same check on a dataset config without building the dataset
     (``tools/train.py`` and ``tools/test.py`` call it before the Runner is built).
+
+    An unknown ``split``, a malformed ``ann_file`` line (not '<image path> <label>' with an
+    integer label) and a label outside ``range(len(metainfo classes))`` (from ``ann_file`` or
+    from the number of class folders) raise a ValueError naming them, where mmpretrain fails on
+    an assertion, an unpacking error or not at all.
     """
 
     def __init__(self,
@@ -40,6 +52,9 @@ class LocalImageNet(ImageNet):
                  ann_file: str = '',
                  metainfo: Optional[dict] = None,
                  **kwargs) -> None:
+        if not isinstance(split, str) or split not in SPLITS:
+            raise ValueError(f"{type(self).__name__}: split must be 'train', 'val', 'test' or '' "
+                             f'(data_prefix and ann_file as given), got {split!r}')
         self.split = split
         super().__init__(data_root=data_root, split=split, data_prefix=data_prefix,
                          ann_file=ann_file, metainfo=metainfo, **kwargs)
@@ -50,7 +65,41 @@ class LocalImageNet(ImageNet):
         self.check_data(dict(data_root=self.data_root, split=self.split,
                              data_prefix=osp.abspath(prefix) if prefix else '',
                              ann_file=osp.abspath(ann_file) if ann_file else ''))
-        return super().load_data_list()
+        if not self.with_label:  # split 'test': image names only
+            return super().load_data_list()
+        if not ann_file:
+            self._check_class_folders()
+            return super().load_data_list()
+        backend = get_file_backend(self.img_prefix, enable_singleton=True)
+        return [{'img_path': backend.join_path(self.img_prefix, filename), 'gt_label': label}
+                for filename, label in self._annotations()]
+
+    def _annotations(self) -> List[Tuple[str, int]]:
+        """The (image path, label) of each ``ann_file`` line, split as mmpretrain splits it
+        (at the last space), refusing a malformed line or a label outside the classes."""
+        name, count = type(self).__name__, len(self.CLASSES)
+        samples = []
+        for number, line in enumerate(list_from_file(self.ann_file), 1):
+            where = f'{name}: ann_file {self.ann_file!r} line {number}'
+            filename, _, label = line.strip().rpartition(' ')
+            if not filename or not re.fullmatch(r'-?[0-9]+', label):
+                raise ValueError(f"{where}: {line!r} is not '<image path> <label>' with an "
+                                 'integer label')
+            if not 0 <= int(label) < count:
+                raise ValueError(f'{where}: label {int(label)} is outside the {count} classes '
+                                 f'of metainfo; allowed: 0 to {count - 1}')
+            samples.append((filename, int(label)))
+        return samples
+
+    def _check_class_folders(self) -> None:
+        """Labels taken from the class folders (their indices, sorted) must be the classes'."""
+        folders, _ = find_folders(self.img_prefix)
+        if len(folders) != len(self.CLASSES):
+            raise ValueError(
+                f'{type(self).__name__}: {self.img_prefix!r} has {len(folders)} class folders '
+                f'but metainfo.classes has {len(self.CLASSES)} names (the labels are the '
+                "folders' indices in sorted order); allowed: one class folder per name, "
+                'metainfo=dict(classes=...) with one name per folder, or an ann_file')
 
     @staticmethod
     def problem(data_root: str = '', split: str = '', data_prefix: object = '',

@@ -55,7 +55,11 @@ def check_indices(dataset: str, indices: object) -> None:
 
 
 def check_indices_range(dataset: str, indices: object, num_samples: int) -> None:
-    """A list of ``indices`` must name samples of the ``num_samples`` loaded."""
+    """A list of ``indices`` must name samples of the ``num_samples`` loaded, and an int (the
+    first N) must not be more than them (mmengine would silently take the whole split)."""
+    if isinstance(indices, (int, np.integer)) and indices > num_samples:
+        raise ValueError(f'{dataset}: indices {indices} (the first N samples) is more than the '
+                         f'{num_samples} samples of this split; allowed: 1 to {num_samples}')
     if isinstance(indices, (list, tuple)):
         outside = [i for i in indices if i >= num_samples]
         if outside:
@@ -82,7 +86,24 @@ def _config_root(cfg: Mapping, default: str = '') -> Optional[str]:
     return root or None
 
 
-class _LocalCIFARMixin:
+class _FixedClassesMixin:
+    """Refuses ``metainfo.classes`` that are not one name per label of the files (mmpretrain
+    would take any number and name the labels wrongly)."""
+
+    @classmethod
+    def _load_metainfo(cls, metainfo: Optional[Mapping] = None) -> dict:
+        """mmengine's metainfo, whose ``classes`` must be as many as the class's own."""
+        loaded = super()._load_metainfo(metainfo)
+        classes, count = loaded.get('classes'), len(cls.METAINFO['classes'])
+        if not isinstance(classes, (list, tuple)) or len(classes) != count:
+            got = f'{len(classes)} names' if isinstance(classes, (list, tuple)) \
+                else repr(classes)
+            raise ValueError(f'{cls.__name__}: metainfo.classes must be {count} class names '
+                             f'(one per label 0 to {count - 1} of the files), got {got}')
+        return loaded
+
+
+class _LocalCIFARMixin(_FixedClassesMixin):
     """CIFAR in the "python version" format: pickled batches under ``data_root/base_folder``.
 
     Args:
@@ -90,6 +111,8 @@ class _LocalCIFARMixin:
             for files made in the same format, e.g. in tests).
         download: must be False: the files are read where they are, never downloaded (True
             is refused instead of silently ignored).
+        metainfo: as mmpretrain's; its ``classes`` must be one name per class of the files
+            (10 / 100), else a ValueError naming ``metainfo.classes``.
         Other args: as mmpretrain's CIFAR datasets; ``split`` is 'train' or 'test'. A flag that
         is not a bool (e.g. ``verify_checksums='no'``) is a ValueError naming it.
     """
@@ -196,7 +219,7 @@ class LocalCIFAR100(_LocalCIFARMixin, CIFAR100):
 
 
 @DATASETS.register_module()
-class LocalFashionMNIST(FashionMNIST):
+class LocalFashionMNIST(_FixedClassesMixin, FashionMNIST):
     """Fashion-MNIST from idx-ubyte files, gzip-compressed (``*.gz``) or extracted.
 
     The default ``data_root`` is where Debian's ``dataset-fashion-mnist`` package puts the four

@@ -1,5 +1,4 @@
 """ResNet-style backbones whose blocks are polynomials of a chosen type and degree."""
-import difflib
 import inspect
 from abc import abstractmethod
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -14,9 +13,11 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from mmpoly.registry import MODELS
 from ..blocks import ResNetBlock
 from ..nonlocal_family import NonLocalBase
-from ..polynomial.options import (NO_LAYER, _registered_names, activation_option, check_choice,
-                                  check_norm_channels, check_positive_int, conv_cfg_option,
-                                  per_stage, required_norm_cfg_option)
+from ..polynomial.options import (NO_LAYER, _close_match, _registered_names, activation_option,
+                                  check_choice, check_norm_channels, check_positive_int,
+                                  constructor_options, conv_cfg_option, per_stage,
+                                  required_norm_cfg_option, takes_any_keyword,
+                                  unknown_option_error)
 from .pretrained import load_pretrained, pretrained_init, pretrained_options
 
 #: Blocks per stage of the standard depths (BasicBlock ResNets).
@@ -58,20 +59,6 @@ MMCV_PLUGINS = ('ContextBlock', 'GeneralizedAttention', 'NonLocal2d')
 CFG_KEYS = ('type', '_scope_')
 
 
-def _close_match(name: str, allowed: Sequence[str]) -> str:
-    """'; did you mean ...?' when ``name`` is close to one of ``allowed``, else ''."""
-    close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.6)
-    return f'; did you mean {close[0]!r}?' if close else ''
-
-
-def unknown_option_error(where: str, name: str, cls: type, allowed: Sequence[str]
-                         ) -> ValueError:
-    """The error for option ``name`` of ``where`` (a config of type ``cls``) that ``cls`` does
-    not take: the allowed options, and the closest one."""
-    return ValueError(f'{where} has unknown option {name!r} for {cls.__name__}; allowed '
-                      f'options: {sorted(allowed)}{_close_match(name, allowed)}')
-
-
 def _plugin_types(registry: Any) -> List[str]:
     """The plugin types ``registry`` (and its parents) resolves: mmpoly's non-local blocks and
     mmcv's plugin layers."""
@@ -109,30 +96,19 @@ def _plugin_class(field: str, cfg: dict) -> type:
         raise ValueError(f'{field}.type={plugin_type!r} is {cls!r}, not a module class; plugin '
                          f'types: {allowed}')
     parameters = inspect.signature(cls).parameters
-    if 'in_channels' not in parameters and not _takes_any_keyword(cls):
+    if 'in_channels' not in parameters and not takes_any_keyword(cls):
         raise ValueError(f'{field}.type={plugin_type!r}: {cls.__name__} takes no in_channels, '
                          'which the backbone sets to the stage width; plugin types: '
                          f'{allowed}')
     return cls
 
 
-def _takes_any_keyword(cls: type) -> bool:
-    """Whether the constructor of ``cls`` has a ``**kwargs`` (its options cannot be listed)."""
-    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values())
-
-
-def _options(cls: type) -> List[str]:
-    """The named constructor options of ``cls``."""
-    return [name for name, p in inspect.signature(cls).parameters.items()
-            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
 def _check_plugin_options(where: str, options: dict, cls: type) -> None:
     """Every key of ``options`` (``cfg`` or a ``stage_cfgs`` entry) must be an option of
     ``cls`` other than ``in_channels``, which the backbone sets."""
-    if _takes_any_keyword(cls):
+    if takes_any_keyword(cls):
         return  # checked when built (see build_stage_plugins)
-    allowed = [name for name in _options(cls) if name != 'in_channels']
+    allowed = [name for name in constructor_options(cls) if name != 'in_channels']
     for name in options:
         if name not in allowed and name not in CFG_KEYS and name != 'in_channels':
             raise unknown_option_error(where, name, cls, allowed)
@@ -140,7 +116,7 @@ def _check_plugin_options(where: str, options: dict, cls: type) -> None:
 
 def _build_plugin(field: str, cfg: dict, cls: type, stage: int) -> nn.Module:
     """Build the plugin ``cfg`` (``in_channels`` set) of class ``cls`` after stage ``stage``."""
-    if not _takes_any_keyword(cls):
+    if not takes_any_keyword(cls):
         missing = [name for name, p in inspect.signature(cls).parameters.items()
                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    and name not in cfg]
@@ -156,7 +132,7 @@ def _build_plugin(field: str, cfg: dict, cls: type, stage: int) -> nn.Module:
             raise
         raise ValueError(f'{field}.cfg (type {cls.__name__}) has an option it does not take: '
                          f'{error}; its named options: '
-                         f'{sorted(set(_options(cls)) - {"in_channels"})}') from error
+                         f'{sorted(set(constructor_options(cls)) - {"in_channels"})}') from error
 
 
 def build_stage_plugins(plugins: Optional[Sequence[dict]],

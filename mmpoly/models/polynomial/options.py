@@ -55,6 +55,31 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
+def _close_match(name: str, allowed: Sequence[str]) -> str:
+    """'; did you mean ...?' when ``name`` is close to one of ``allowed``, else ''."""
+    close = difflib.get_close_matches(name, list(allowed), n=1, cutoff=0.6)
+    return f'; did you mean {close[0]!r}?' if close else ''
+
+
+def unknown_option_error(where: str, name: str, cls: type, allowed: Sequence[str]
+                         ) -> ValueError:
+    """The error for option ``name`` of ``where`` (a config of type ``cls``) that ``cls`` does
+    not take: the allowed options, and the closest one."""
+    return ValueError(f'{where} has unknown option {name!r} for {cls.__name__}; allowed '
+                      f'options: {sorted(allowed)}{_close_match(name, allowed)}')
+
+
+def takes_any_keyword(cls: type) -> bool:
+    """Whether the constructor of ``cls`` has a ``**kwargs`` (its options cannot be listed)."""
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls).parameters.values())
+
+
+def constructor_options(cls: type) -> List[str]:
+    """The named constructor options of ``cls``."""
+    return [name for name, p in inspect.signature(cls).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
 def _registered_names(registry: Registry) -> List[str]:
     """Every name ``registry.get`` can resolve without a scope prefix: its own and its parents'."""
     names: List[str] = []
@@ -164,21 +189,63 @@ def block_norm_cfg(name: str, value: NormOption, norm_cfg: dict,
 NOT_MAP_CONVS = (nn.Conv1d, nn.Conv3d, nn.modules.conv._ConvTransposeNd)
 
 
-def _norm_class(layer_type: Any) -> Any:
-    """The class ``mmcv.cnn.build_norm_layer`` builds for ``layer_type`` (a checked type)."""
+def _layer_class(layer_type: Any) -> Any:
+    """The class mmcv's ``build_conv_layer``, ``build_norm_layer`` and
+    ``build_activation_layer`` build for ``layer_type`` (a checked type)."""
     if isinstance(layer_type, str):
         with MMENGINE_MODELS.switch_scope_and_registry(None) as registry:
             return registry.get(layer_type)
     return layer_type
 
 
-def _check_map_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
-    """``cfg``, unless it builds a norm that cannot normalise (B, C, H, W) maps
-    (:data:`NOT_MAP_NORMS`), or ``nn.GroupNorm`` without ``num_groups`` (mmcv's
-    ``build_norm_layer`` would stop on a bare assertion): then a ValueError naming ``name``."""
+#: Options of a layer config that mmcv's builder reads itself, besides the layer class's.
+BUILDER_OPTIONS = {'build_norm_layer': ('requires_grad', ), 'build_activation_layer': ()}
+#: Keys of a layer config that are no option: the type, and the registry scope where the
+#: builder reads it (``build_activation_layer`` builds with ``MODELS.build``).
+BUILDER_CFG_KEYS = {'build_norm_layer': ('type', ), 'build_activation_layer': ('type', '_scope_')}
+
+
+def _set_by_builder(layer_cls: type, builder: str) -> Optional[str]:
+    """The constructor argument mmcv's ``builder`` sets itself: the channels a norm normalises
+    (``num_channels`` of ``nn.GroupNorm``, the first argument of any other norm)."""
+    if builder != 'build_norm_layer':
+        return None
+    if layer_cls is nn.GroupNorm:
+        return 'num_channels'
+    return next(iter(constructor_options(layer_cls)), None)
+
+
+def _check_layer_keys(name: str, cfg: Optional[dict], builder: str) -> Optional[dict]:
+    """``cfg``, unless a key of it is not an option of the layer class it builds (read from
+    the class's signature) nor one of ``builder``'s :data:`BUILDER_OPTIONS` and
+    :data:`BUILDER_CFG_KEYS`, or is the argument ``builder`` sets (:func:`_set_by_builder`):
+    then a ValueError naming ``name``, the key and the allowed options. A class whose
+    constructor takes ``**kwargs`` is not checked (its options cannot be listed)."""
     if cfg is None:
         return cfg
-    layer_cls = _norm_class(cfg['type'])
+    layer_cls = _layer_class(cfg['type'])
+    if not inspect.isclass(layer_cls) or takes_any_keyword(layer_cls):
+        return cfg
+    own = _set_by_builder(layer_cls, builder)
+    allowed = [key for key in constructor_options(layer_cls) if key != own] \
+        + list(BUILDER_OPTIONS[builder])
+    for key in cfg:
+        if key == own:
+            raise ValueError(f'{name}={cfg!r}: {key} is set by mmcv.cnn.{builder} (the channels '
+                             f'of the map it normalises); remove it')
+        if key not in allowed and key not in BUILDER_CFG_KEYS[builder]:
+            raise unknown_option_error(name, key, layer_cls, allowed)
+    return cfg
+
+
+def _check_map_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
+    """``cfg``, unless it builds a norm that cannot normalise (B, C, H, W) maps
+    (:data:`NOT_MAP_NORMS`), ``nn.GroupNorm`` without ``num_groups`` (mmcv's
+    ``build_norm_layer`` would stop on a bare assertion), or has a key that the norm does not
+    take (:func:`_check_layer_keys`): then a ValueError naming ``name``."""
+    if cfg is None:
+        return cfg
+    layer_cls = _layer_class(cfg['type'])
     if layer_cls in NOT_MAP_NORMS:
         raise ValueError(f'{name}={cfg!r}: {layer_cls.__name__} does not normalise the '
                          f"(B, C, H, W) feature maps of these layers; use a 2-d norm such as "
@@ -186,14 +253,14 @@ def _check_map_norm(name: str, cfg: Optional[dict]) -> Optional[dict]:
     if layer_cls is nn.GroupNorm and 'num_groups' not in cfg:
         raise ValueError(f'{name}={cfg!r}: GroupNorm needs num_groups (a divisor of the '
                          f"channels), e.g. dict(type='GN', num_groups=4)")
-    return cfg
+    return _check_layer_keys(name, cfg, 'build_norm_layer')
 
 
 def check_norm_channels(name: str, cfg: Optional[dict], channels: int) -> None:
     """Raise a ValueError naming ``name`` if ``cfg`` builds a GroupNorm whose ``num_groups``
     does not divide ``channels``, the width of a map it normalises (torch would stop on a
     message that names no option)."""
-    if cfg is None or _norm_class(cfg['type']) is not nn.GroupNorm:
+    if cfg is None or _layer_class(cfg['type']) is not nn.GroupNorm:
         return
     groups = cfg['num_groups']
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1 \
@@ -205,9 +272,11 @@ def check_norm_channels(name: str, cfg: Optional[dict], channels: int) -> None:
 def act_cfg_option(name: str, value: ActOption) -> Optional[dict]:
     """Turn 'ReLU' / 'none' / dict(type='LeakyReLU', ...) / None into an mmcv ``act_cfg``.
 
-    Any activation type that ``mmcv.cnn.build_activation_layer`` can build is accepted.
+    Any activation type that ``mmcv.cnn.build_activation_layer`` can build is accepted, with
+    the options its class takes (:func:`_check_layer_keys`).
     """
-    return _layer_cfg(name, value, 'an activation', 'build_activation_layer')
+    builder = 'build_activation_layer'
+    return _check_layer_keys(name, _layer_cfg(name, value, 'an activation', builder), builder)
 
 
 def unused_activation(value: ActOption, default: ActOption) -> bool:
@@ -252,7 +321,7 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
     ``nn.Module`` class); return a copy."""
     cfg = _layer_dict(name, value, 'a conv', 'build_conv_layer', "dict(type='Conv2d')",
                       may_be_none)
-    layer_cls = _norm_class(cfg['type']) if cfg is not None else None
+    layer_cls = _layer_class(cfg['type']) if cfg is not None else None
     if inspect.isclass(layer_cls) and issubclass(layer_cls, NOT_MAP_CONVS):
         # mmcv registers these in the same registry; a transposed conv builds and upsamples
         raise ValueError(f'{name}={cfg!r}: {layer_cls.__name__} is not a 2-d convolution of '
