@@ -15,8 +15,8 @@ from .checkpoint import (MMENGINE_CHECKPOINT_GLOBALS, TRUSTED_CHECKPOINTS_ENV,
                          is_trusted_checkpoint, load_checkpoint_file, load_from_local_safe,
                          safe_checkpoint_loader_installed, trusted_checkpoint_paths,
                          unwrap_model)
-from .hooks import (ModelCheckHook, NonFiniteCheckHook, NonFiniteError, UnknownHookOptionError,
-                    check_hook_options)
+from .hooks import (ClassCountError, ModelCheckHook, NonFiniteCheckHook, NonFiniteError,
+                    UnknownHookOptionError, check_hook_options)
 from .config_text import TextCachingConfig, caching_pretty_text
 from .lr_scale import LrScaleCheckHook
 from .memory_format import (apply_channels_last, channels_last_before_wrapping,
@@ -42,7 +42,8 @@ install_atomic_saving()
 #: iteration: tools/train.py and tools/test.py report them like start-up mistakes (one message,
 #: exit status 1, no traceback).
 STARTUP_REFUSALS = (ResumeError, WorkDirLockedError, CheckpointMismatchError,
-                    CorruptCheckpointError, UnsafeCheckpointError, LaunchEnvironmentError)
+                    CorruptCheckpointError, UnsafeCheckpointError, LaunchEnvironmentError,
+                    ClassCountError)
 
 __all__ = [
     'MMENGINE_CHECKPOINT_GLOBALS', 'TRUSTED_CHECKPOINTS_ENV', 'UnsafeCheckpointError',
@@ -50,7 +51,7 @@ __all__ = [
     'is_trusted_checkpoint', 'load_checkpoint_file', 'load_from_local_safe',
     'safe_checkpoint_loader_installed', 'trusted_checkpoint_paths', 'CheckpointMismatchError',
     'StateDictMismatch', 'StrictCheckpointHook', 'compare_state_dict', 'compare_state_dicts',
-    'unwrap_model', 'ModelCheckHook', 'NonFiniteCheckHook', 'NonFiniteError',
+    'unwrap_model', 'ClassCountError', 'ModelCheckHook', 'NonFiniteCheckHook', 'NonFiniteError',
     'UnknownHookOptionError', 'check_hook_options', 'build_runner', 'cpu_model_wrapper_cfg',
     'resolve_dist_env', 'setup_cpu_distributed', 'shutdown_distributed',
     'DEFAULT_GLOO_TIMEOUT_S', 'LaunchEnvironmentError', 'STARTUP_REFUSALS', 'dist_timeout',

@@ -4,7 +4,8 @@
   produces), before the optimizer applies it, naming the iteration, the loss and the first
   parameter with a non-finite gradient; no checkpoint of that state is ever written.
 * :class:`ModelCheckHook` compares the classifier head's ``in_channels`` with the width the
-  backbone actually returns before any data is seen.
+  backbone actually returns, and every ``num_classes`` of the model with its data's classes,
+  before any data is seen.
 
 mmpoly's configs switch both on through ``custom_hooks`` (``configs/_base_/default_runtime.py``
 and the detection bases); ``custom_hooks=[]`` switches them off.
@@ -14,6 +15,7 @@ import functools
 import inspect
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 from mmengine.hooks import Hook
 from torch import nn
@@ -24,11 +26,16 @@ from .checkpoint import unwrap_model
 from .non_finite import NonFiniteError, all_finite, first_non_finite_output
 
 __all__ = ['NonFiniteError', 'NonFiniteCheckHook', 'ModelCheckHook', 'UnknownHookOptionError',
-           'check_hook_options', 'strict_options']
+           'check_hook_options', 'strict_options', 'class_counts', 'class_count_problem',
+           'ClassCountError']
 
 
 class UnknownHookOptionError(TypeError):
     """A hook was configured with an option it does not have."""
+
+
+class ClassCountError(ValueError):
+    """A ``num_classes`` of the model is not the number of classes of its data."""
 
 
 def check_hook_options(hook: str, given: Mapping[str, Any], allowed: Iterable[str]) -> None:
@@ -179,17 +186,103 @@ def _backbone_width(backbone: nn.Module) -> Optional[int]:
     return widths[out_indices[-1]]
 
 
+def class_counts(model: nn.Module) -> Dict[str, int]:
+    """``{module path: num_classes}`` of every module of ``model`` with an int ``num_classes``
+    (a classifier's head, its data preprocessor and label-smoothing loss; a detector's box and
+    mask heads), except an RPN head's (its one class is "object")."""
+    return {name or type(model).__name__: module.num_classes
+            for name, module in model.named_modules()
+            if isinstance(getattr(module, 'num_classes', None), int)
+            and not isinstance(module.num_classes, bool) and not name.endswith('rpn_head')}
+
+
+def _largest_label(dataset: Any) -> Optional[int]:
+    """The largest ``gt_label`` of a classification dataset (None without labels)."""
+    largest = None
+    for index in range(len(dataset)):
+        label = dataset.get_data_info(index).get('gt_label')
+        if label is None:
+            continue
+        values = np.asarray(label).reshape(-1)
+        if values.size:
+            largest = max(int(values.max()), largest if largest is not None else -1)
+    return largest
+
+
+def _listed(counts: Dict[str, int]) -> str:
+    """'model.head.num_classes=5, model.data_preprocessor.num_classes=5'."""
+    return ', '.join(f'model.{name}.num_classes={count}' for name, count in counts.items())
+
+
+def _verb(counts: Dict[str, int], one: str, several: str) -> str:
+    """``one`` for one count, else ``several``."""
+    return one if len(counts) == 1 else several
+
+
+def class_count_problem(model: nn.Module, dataset: Any, loader: str) -> Optional[str]:
+    """Why ``model`` cannot be trained or evaluated on ``dataset`` (of ``loader``, e.g.
+    'train_dataloader'), or None:
+
+    * a detector (a module path with ``roi_head``): every ``num_classes`` must be the number of
+      the dataset's ``metainfo['classes']``, as mmdet's NumClassCheckHook requires: labels past
+      the last class read as background, and predictions of classes the data does not have
+      break the COCO evaluation;
+    * a classifier: no ``gt_label`` may reach a ``num_classes`` (the loss would fail on an index
+      error, on a GPU a device-side assertion). The labels are read only where the metainfo
+      names more classes than the model has, or none (e.g. Fashion-MNIST converted to the
+      ImageNet layout keeps ImageNet's 1,000 names for its labels 0-9); more outputs than
+      labels are allowed.
+    """
+    counts = class_counts(model)
+    classes = getattr(dataset, 'metainfo', {}).get('classes')
+    named = len(classes) if isinstance(classes, (list, tuple)) and classes else None
+    if not counts:
+        return None
+    if any('roi_head' in name for name in counts):
+        wrong = {name: count for name, count in counts.items() if count != named}
+        if named is None or not wrong:
+            return None
+        shown = ', '.join(map(repr, classes[:3])) + (', ...' if named > 3 else '')
+        return (f'{_listed(wrong)} {_verb(wrong, "does", "do")} not match the {named} classes of '
+                f'{loader}.dataset ({type(dataset).__name__}: {shown}): a detector reads the '
+                'labels past its last class as background, and its COCO evaluation fails on '
+                f'classes the data does not have. Set num_classes={named} there (every box and '
+                'mask head), or give the dataset the classes of the model '
+                '(metainfo=dict(classes=...))')
+    if named is not None and named <= min(counts.values()):
+        return None
+    largest = _largest_label(dataset)
+    wrong = {name: count for name, count in counts.items()
+             if largest is not None and largest >= count}
+    if not wrong:
+        return None
+    return (f'{_listed(wrong)} {_verb(wrong, "is", "are")} too few for the labels of '
+            f'{loader}.dataset ({type(dataset).__name__}), which reach {largest}: the loss would '
+            'fail on an index error (on a GPU, a device-side assertion). Set '
+            f'num_classes={largest + 1} or more (the number of classes of the data)')
+
+
 @HOOKS.register_module()
 @strict_options
 class ModelCheckHook(Hook):
-    """Before a run: the head's ``in_channels`` must equal the backbone's output width.
+    """The model against itself and against its data, before any data is seen.
 
-    Applies to classifiers whose neck keeps the width (none, or global average pooling) and
-    whose backbone reports ``stage_channels`` / ``out_indices`` (mmpoly's). Otherwise the
-    mismatch only shows up as a matrix-shape error deep inside the first forward pass.
+    * Before a run: the head's ``in_channels`` must equal the backbone's output width, for
+      classifiers whose neck keeps the width (none, or global average pooling) and whose
+      backbone reports ``stage_channels`` / ``out_indices`` (mmpoly's). Otherwise the mismatch
+      only shows up as a matrix-shape error deep inside the first forward pass.
+    * Before training (for the training and the validation data), a validation or a test:
+      every ``num_classes`` of the model (:func:`class_counts`) must be the number of classes of
+      the loader's dataset (:func:`class_count_problem`), else a :class:`ClassCountError`.
+      Otherwise labels past the outputs are an index error in the loss (a device-side assertion
+      on a GPU), or, in a detector, background; and a detector's extra classes break its COCO
+      evaluation.
     """
 
     priority = 'VERY_HIGH'
+
+    def __init__(self) -> None:
+        self._checked_loaders = set()
 
     def before_run(self, runner) -> None:
         model = unwrap_model(runner.model)
@@ -205,6 +298,28 @@ class ModelCheckHook(Hook):
                 f'model.head.in_channels={head.in_channels} does not match the width of the '
                 f'backbone output it receives: model.backbone.stage_channels'
                 f'[{backbone.out_indices[-1]}]={width}; set head.in_channels={width}')
+
+    def _check_classes(self, runner, loader: str) -> None:
+        """Raise a :class:`ClassCountError` with :func:`class_count_problem` for
+        ``runner.<loader>``'s dataset (once per loader)."""
+        if loader in self._checked_loaders:
+            return
+        self._checked_loaders.add(loader)
+        problem = class_count_problem(unwrap_model(runner.model),
+                                      getattr(runner, loader).dataset, loader)
+        if problem:
+            raise ClassCountError(problem)
+
+    def before_train(self, runner) -> None:
+        self._check_classes(runner, 'train_dataloader')
+        if runner._val_loop is not None:  # built by Runner.train: checked before any step
+            self._check_classes(runner, 'val_dataloader')
+
+    def before_val(self, runner) -> None:
+        self._check_classes(runner, 'val_dataloader')
+
+    def before_test(self, runner) -> None:
+        self._check_classes(runner, 'test_dataloader')
 
 
 register_in_mmdet(HOOKS, DET_HOOKS)  # detection configs (default_scope='mmdet') use them too

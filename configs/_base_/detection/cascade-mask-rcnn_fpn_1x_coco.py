@@ -10,6 +10,7 @@ train_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 val_dataloader = dict(dataset=dict(type='LocalCocoDataset'))
 test_dataloader = val_dataloader
 # mmpoly: stop at the first NaN/Inf gradient; a NaN/Inf validation output is an error naming where
-# it starts; warn when the batch is not auto_scale_lr.base_batch_size and the lr is not scaled
+# it starts; every num_classes of the heads must be the data's number of classes; warn when the
+# batch is not auto_scale_lr.base_batch_size and the lr is not scaled
 custom_hooks = [dict(type='NonFiniteCheckHook'), dict(type='NonFiniteValidationHook'),
-                dict(type='LrScaleCheckHook')]
+                dict(type='ModelCheckHook'), dict(type='LrScaleCheckHook')]
