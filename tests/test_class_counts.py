@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+import torch
 from helpers import FASHION_MNIST, REPO, experiment_name, load_tool
 from mmdet.registry import DATASETS as DET_DATASETS
 from mmengine.config import Config
@@ -78,6 +79,13 @@ def test_a_classifier_takes_labels_below_its_outputs(labels: list, names: Option
     register_all_modules()
     assert class_count_problem(_classifier(10), Labelled(labels, names), 'train_dataloader') \
         is None
+
+
+def test_a_dataset_that_names_no_classes_and_reads_no_labels_is_not_checked() -> None:
+    """A torch Dataset (no metainfo, no get_data_info): nothing to compare with."""
+    register_all_modules()
+    assert class_count_problem(_classifier(10), torch.utils.data.TensorDataset(
+        torch.zeros(3, 1, 8, 8), torch.tensor([0, 42, 99])), 'train_dataloader') is None
 
 
 @pytest.mark.parametrize('names', [100, None])

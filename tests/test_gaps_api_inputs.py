@@ -1,5 +1,6 @@
 """API inputs that failed deep inside torch or mmengine with a message naming no field: an
-unknown key inside a norm_cfg / act_cfg (or the channel argument mmcv sets itself) is refused
+unknown key inside a norm_cfg / act_cfg / conv_cfg (or an argument mmcv or the layer sets
+itself: a norm's channels, a conv's channels, kernel, stride, ...) is refused
 with the field, the key and the options the layer class takes; input_shape_from_config takes
 the path of a config file (and refuses other types); onnx_parity refuses a batch that is not a
 torch.Tensor."""
@@ -40,6 +41,19 @@ CIFAR_SHAPE = (3, 32, 32)
     (dict(norm_cfg=dict(type='GN', num_groups=4, num_channels=8)),
      "backbone.norm_cfg={'type': 'GN', 'num_groups': 4, 'num_channels': 8}: num_channels is set "
      "by mmcv.cnn.build_norm_layer (the channels of the map it normalises); remove it"),
+    # conv_cfg: torch's "got multiple values for keyword argument 'stride'" / "unexpected
+    # keyword argument", naming neither the field nor the options
+    (dict(conv_cfg=dict(type='Conv2d', stride=2)),
+     "backbone.conv_cfg={'type': 'Conv2d', 'stride': 2}: stride is set by "
+     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding, dilation, "
+     "groups and bias); remove it"),
+    (dict(conv_cfg=dict(type='Conv2d', paddingmode='reflect')),
+     "backbone.conv_cfg has unknown option 'paddingmode' for Conv2d; allowed options: ['device', "
+     "'dtype', 'padding_mode']; did you mean 'padding_mode'?"),
+    (dict(conv_cfg=dict(type='ConvWS', bias=True)),
+     "backbone.conv_cfg={'type': 'ConvWS', 'bias': True}: bias is set by "
+     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding, dilation, "
+     "groups and bias); remove it"),
 ])
 def test_layer_cfg_key_errors_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=f'^{re.escape(message)}$'):
@@ -75,8 +89,10 @@ def test_unknown_norm_key_lists_the_norm_options(kwargs, field, key, layer, clos
 def test_valid_layer_cfg_keys_reach_the_layers():
     net = PDCResNetCIFAR(**SMALL, norm_cfg=dict(type='BN', momentum=0.01, eps=1e-3,
                                                 requires_grad=False),
-                         act_cfg=dict(type='LeakyReLU', negative_slope=0.2, _scope_='mmengine'))
+                         act_cfg=dict(type='LeakyReLU', negative_slope=0.2, _scope_='mmengine'),
+                         conv_cfg=dict(type='Conv2d', padding_mode='reflect'))
     assert (net.bn1.momentum, net.bn1.eps) == (0.01, 1e-3)
+    assert net.conv1.padding_mode == 'reflect'
     assert not any(p.requires_grad for p in net.bn1.parameters())
     assert net.relu.negative_slope == 0.2
 

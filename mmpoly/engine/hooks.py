@@ -197,8 +197,11 @@ def class_counts(model: nn.Module) -> Dict[str, int]:
 
 
 def _largest_label(dataset: Any) -> Optional[int]:
-    """The largest ``gt_label`` of a classification dataset (None without labels)."""
+    """The largest ``gt_label`` of a classification dataset (None without labels, or for a
+    dataset that is no mmengine dataset: no ``get_data_info``)."""
     largest = None
+    if not hasattr(dataset, 'get_data_info'):
+        return None
     for index in range(len(dataset)):
         label = dataset.get_data_info(index).get('gt_label')
         if label is None:

@@ -2,7 +2,7 @@
 import difflib
 import inspect
 import math
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import mmcv.cnn  # noqa: F401  (registers mmcv's norm and activation layers in MODELS)
 from mmengine.registry import MODELS as MMENGINE_MODELS
@@ -199,26 +199,36 @@ def _layer_class(layer_type: Any) -> Any:
 
 
 #: Options of a layer config that mmcv's builder reads itself, besides the layer class's.
-BUILDER_OPTIONS = {'build_norm_layer': ('requires_grad', ), 'build_activation_layer': ()}
+BUILDER_OPTIONS = {'build_norm_layer': ('requires_grad', ), 'build_activation_layer': (),
+                   'build_conv_layer': ()}
 #: Keys of a layer config that are no option: the type, and the registry scope where the
 #: builder reads it (``build_activation_layer`` builds with ``MODELS.build``).
-BUILDER_CFG_KEYS = {'build_norm_layer': ('type', ), 'build_activation_layer': ('type', '_scope_')}
+BUILDER_CFG_KEYS = {'build_norm_layer': ('type', ), 'build_activation_layer': ('type', '_scope_'),
+                    'build_conv_layer': ('type', )}
+#: The arguments each layer gives ``mmcv.cnn.build_conv_layer`` itself (a conv_cfg key among
+#: them is a "multiple values" TypeError).
+CONV_CALL_ARGS = ('in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'dilation',
+                  'groups', 'bias')
 
 
-def _set_by_builder(layer_cls: type, builder: str) -> Optional[str]:
-    """The constructor argument mmcv's ``builder`` sets itself: the channels a norm normalises
-    (``num_channels`` of ``nn.GroupNorm``, the first argument of any other norm)."""
+def _set_by_builder(layer_cls: type, builder: str) -> Tuple[Tuple[str, ...], str]:
+    """The constructor arguments that mmcv's ``builder`` or its callers set themselves, and what
+    they are: the channels a norm normalises (``num_channels`` of ``nn.GroupNorm``, the first
+    argument of any other norm); a conv's :data:`CONV_CALL_ARGS`."""
+    if builder == 'build_conv_layer':
+        return CONV_CALL_ARGS, ("each layer's channels, kernel size, stride, padding, dilation, "
+                                'groups and bias')
     if builder != 'build_norm_layer':
-        return None
+        return (), ''
     if layer_cls is nn.GroupNorm:
-        return 'num_channels'
-    return next(iter(constructor_options(layer_cls)), None)
+        return ('num_channels', ), 'the channels of the map it normalises'
+    return tuple(constructor_options(layer_cls)[:1]), 'the channels of the map it normalises'
 
 
 def _check_layer_keys(name: str, cfg: Optional[dict], builder: str) -> Optional[dict]:
     """``cfg``, unless a key of it is not an option of the layer class it builds (read from
     the class's signature) nor one of ``builder``'s :data:`BUILDER_OPTIONS` and
-    :data:`BUILDER_CFG_KEYS`, or is the argument ``builder`` sets (:func:`_set_by_builder`):
+    :data:`BUILDER_CFG_KEYS`, or is an argument set without it (:func:`_set_by_builder`):
     then a ValueError naming ``name``, the key and the allowed options. A class whose
     constructor takes ``**kwargs`` is not checked (its options cannot be listed)."""
     if cfg is None:
@@ -226,13 +236,13 @@ def _check_layer_keys(name: str, cfg: Optional[dict], builder: str) -> Optional[
     layer_cls = _layer_class(cfg['type'])
     if not inspect.isclass(layer_cls) or takes_any_keyword(layer_cls):
         return cfg
-    own = _set_by_builder(layer_cls, builder)
-    allowed = [key for key in constructor_options(layer_cls) if key != own] \
+    own, what = _set_by_builder(layer_cls, builder)
+    allowed = [key for key in constructor_options(layer_cls) if key not in own] \
         + list(BUILDER_OPTIONS[builder])
     for key in cfg:
-        if key == own:
-            raise ValueError(f'{name}={cfg!r}: {key} is set by mmcv.cnn.{builder} (the channels '
-                             f'of the map it normalises); remove it')
+        if key in own:
+            raise ValueError(f'{name}={cfg!r}: {key} is set by mmcv.cnn.{builder} ({what}); '
+                             'remove it')
         if key not in allowed and key not in BUILDER_CFG_KEYS[builder]:
             raise unknown_option_error(name, key, layer_cls, allowed)
     return cfg
@@ -318,7 +328,8 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
                     ) -> Optional[dict]:
     """Check an mmcv ``conv_cfg``: None (``nn.Conv2d``) where ``may_be_none``, or a dict whose
     'type' ``mmcv.cnn.build_conv_layer`` resolves ('Conv2d', 'ConvWS', a registered type or an
-    ``nn.Module`` class); return a copy."""
+    ``nn.Module`` class), whose other keys are options of that class other than those each layer
+    sets (:data:`CONV_CALL_ARGS`); return a copy."""
     cfg = _layer_dict(name, value, 'a conv', 'build_conv_layer', "dict(type='Conv2d')",
                       may_be_none)
     layer_cls = _layer_class(cfg['type']) if cfg is not None else None
@@ -327,7 +338,7 @@ def conv_cfg_option(name: str, value: Optional[dict], may_be_none: bool = True
         raise ValueError(f'{name}={cfg!r}: {layer_cls.__name__} is not a 2-d convolution of '
                          f"(B, C, H, W) maps; use 'Conv2d' (None), 'ConvWS', 'ConvAWS' or "
                          'another nn.Conv2d type')
-    return cfg
+    return _check_layer_keys(name, cfg, 'build_conv_layer')
 
 
 def required_norm_cfg_option(name: str, value: dict) -> dict:
