@@ -31,6 +31,7 @@ from test_datasets import make_imagenet
 from test_tools import free_port, run_tool, train
 
 from mmpoly.datasets import FASHION_MNIST_CLASSES, LocalCocoDataset, write_fashion_coco
+from mmpoly.datasets.fashion_coco import fashion_coco_detector_config
 from mmpoly.models.backbones.pretrained import PretrainedMismatchError
 
 needs_fashion_mnist = pytest.mark.skipif(
@@ -464,6 +465,33 @@ def test_write_fashion_coco_rejects_bad_arguments(tmp_path: Path) -> None:
         write_fashion_coco(str(tmp_path), image_size=(16, 320))
     with pytest.raises(ValueError, match="background 'moon_landing' is not in skimage.data"):
         write_fashion_coco(str(tmp_path), backgrounds=['moon_landing'])
+    # wrong types: each was Python's own TypeError or a silently different set (True images,
+    # a photo name read letter by letter)
+    for options, message in [
+            (dict(num_images=[8, 4]), r'num_images must be a dict of images per split, e\.g\. '
+             r'dict\(train=8, val=4\), got \[8, 4\]'),
+            (dict(num_images=dict(train=True)), r"num_images\['train'\] must be a positive int, "
+             r'got True'),
+            (dict(image_size=('256', 320)), r"image_size must be \(H, W\), two ints both >= 32, "
+             r"got \('256', 320\)"),
+            (dict(instances=(1, 2.5)), r'instances must be \(min, max\), two ints with 1 <= min '
+             r'<= max, got \(1, 2\.5\)'),
+            (dict(item_sizes=(16, )), r'item_sizes must be \(min, max\), two ints with 16 <= min '
+             r'<= max and min <= the image side 256, got \(16,\)'),
+            (dict(backgrounds='astronaut'), r'backgrounds must be a non-empty list of '
+             r"skimage\.data photo names, e\.g\. \['astronaut', '.*'\], got 'astronaut'"),
+            (dict(seed=0.5), r'seed must be an int, got 0\.5')]:
+        with pytest.raises(ValueError, match=f'^{message}$'):
+            write_fashion_coco(str(tmp_path / 'bad'), **options)
+    assert not (tmp_path / 'bad').exists()
+    config = str(CONFIGS / 'mask-rcnn_resnet18_fpn_1x_coco.py')
+    for options, message in [
+            (dict(data_root=None), r'data_root must be the folder of the set \(a str\), got None'),
+            (dict(image_scale=(320, )), r'image_scale must be \(W, H\), two positive ints, got '
+             r'\(320,\)'),
+            (dict(warmup_iters=0), r'warmup_iters must be a positive int, got 0')]:
+        with pytest.raises(ValueError, match=f'^{message}$'):
+            fashion_coco_detector_config(config, **{'data_root': str(tmp_path), **options})
 
 
 # --------------------------------------------------------------------------- real runs

@@ -504,8 +504,8 @@ def test_make_fashion_coco_names_its_own_image_size_option(tmp_path: Path,
     assert 'item_sizes' not in err and not out.exists()
     assert tool.parse_args([str(out), '--image-size', '56', '56']).image_size == [56, 56]
     # the library function keeps naming its own argument
-    with pytest.raises(ValueError, match=r'item_sizes must be \(min, max\) with 16 <= min <= max '
-                       r'and min <= the image side 40, got \(56, 120\)'):
+    with pytest.raises(ValueError, match=r'item_sizes must be \(min, max\), two ints with 16 <= '
+                       r'min <= max and min <= the image side 40, got \(56, 120\)'):
         write_fashion_coco(str(out), image_size=(40, 48))
     assert not out.exists()
 

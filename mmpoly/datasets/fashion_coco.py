@@ -20,7 +20,7 @@ test images.
 import json
 import os
 import os.path as osp
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cv2
 import numpy as np
@@ -163,6 +163,16 @@ def _write_json_atomic(path: str, obj: dict) -> None:
     atomic_write(json.dumps(obj), path)
 
 
+def _is_int(value: Any) -> bool:
+    """Whether ``value`` is an int (numpy's too), not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_int_pair(value: Any) -> bool:
+    """Whether ``value`` is a pair of ints (a tuple or list)."""
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(map(_is_int, value))
+
+
 def write_fashion_coco(out_dir: str,
                        num_images: Dict[str, int] = dict(train=8, val=4),
                        image_size: Tuple[int, int] = (256, 320),
@@ -190,19 +200,29 @@ def write_fashion_coco(out_dir: str,
     Returns:
         split -> path of its annotation file.
     """
+    if not isinstance(num_images, Mapping) or not num_images:
+        raise ValueError(f'num_images must be a dict of images per split, e.g. dict(train=8, '
+                         f'val=4), got {num_images!r}')
     for split, count in num_images.items():
         if split not in SPLITS:
             raise ValueError(f'num_images has unknown split {split!r}; allowed: {list(SPLITS)}')
-        if not isinstance(count, int) or count < 1:
+        if not _is_int(count) or count < 1:
             raise ValueError(f'num_images[{split!r}] must be a positive int, got {count!r}')
-    if len(image_size) != 2 or min(image_size) < MIN_IMAGE_SIDE:
-        raise ValueError(f'image_size must be (H, W) with both >= {MIN_IMAGE_SIDE}, got '
+    if not _is_int_pair(image_size) or min(image_size) < MIN_IMAGE_SIDE:
+        raise ValueError(f'image_size must be (H, W), two ints both >= {MIN_IMAGE_SIDE}, got '
                          f'{image_size!r}')
-    if not 1 <= instances[0] <= instances[1]:
-        raise ValueError(f'instances must be (min, max) with 1 <= min <= max, got {instances!r}')
-    if not 16 <= item_sizes[0] <= item_sizes[1] or item_sizes[0] > min(image_size):
-        raise ValueError(f'item_sizes must be (min, max) with 16 <= min <= max and min <= the '
-                         f'image side {min(image_size)}, got {item_sizes!r}')
+    if not _is_int_pair(instances) or not 1 <= instances[0] <= instances[1]:
+        raise ValueError(f'instances must be (min, max), two ints with 1 <= min <= max, got '
+                         f'{instances!r}')
+    if not _is_int_pair(item_sizes) or not 16 <= item_sizes[0] <= item_sizes[1] \
+            or item_sizes[0] > min(image_size):
+        raise ValueError(f'item_sizes must be (min, max), two ints with 16 <= min <= max and '
+                         f'min <= the image side {min(image_size)}, got {item_sizes!r}')
+    if isinstance(backgrounds, str) or not isinstance(backgrounds, Sequence) or not backgrounds:
+        raise ValueError(f'backgrounds must be a non-empty list of skimage.data photo names, '
+                         f'e.g. {list(BACKGROUND_PHOTOS[:2])}, got {backgrounds!r}')
+    if not _is_int(seed):
+        raise ValueError(f'seed must be an int, got {seed!r}')
     rng = np.random.default_rng(seed)
     photos = _load_photos(backgrounds)
     categories = [dict(id=i + 1, name=name, supercategory='fashion')
@@ -270,6 +290,12 @@ def fashion_coco_detector_config(detector_config: str,
     real batch (``auto_scale_lr.enable=True``, as ``--auto-scale-lr``), and a linear warm-up of
     ``warmup_iters`` iterations instead of 500, which a small set would never finish.
     """
+    if not isinstance(data_root, str) or not data_root:
+        raise ValueError(f'data_root must be the folder of the set (a str), got {data_root!r}')
+    if not _is_int_pair(image_scale) or min(image_scale) < 1:
+        raise ValueError(f'image_scale must be (W, H), two positive ints, got {image_scale!r}')
+    if not _is_int(warmup_iters) or warmup_iters < 1:
+        raise ValueError(f'warmup_iters must be a positive int, got {warmup_iters!r}')
     cfg = Config.fromfile(detector_config)
     if not data_root.startswith(CONFIG_DIR):
         data_root = osp.abspath(data_root)
