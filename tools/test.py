@@ -46,8 +46,8 @@ from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_opti
                                   check_checkpoint, check_dataloaders, check_datasets,
                                   check_dist_cfg, check_hooks, check_model_config,
                                   check_vis_backends, check_work_dir, folder_problem, load_config,
-                                  out_file_problem, same_checkpoint, startup_errors,
-                                  warn_ignored_keys)
+                                  model_build_errors, out_file_problem, same_checkpoint,
+                                  startup_errors, warn_ignored_keys)
 
 #: The suffixes mmengine's DumpResults takes for the predictions (--out-item pred).
 PREDICTION_SUFFIXES = ('.pkl', '.pickle')
@@ -346,7 +346,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 def build_and_test(cfg: Config, args: argparse.Namespace) -> None:
     """Build the Runner, load CHECKPOINT (strictly unless ``--non-strict``) and test; write
     ``--out``."""
-    runner = build_runner(cfg)
+    with model_build_errors(cfg, args.config):
+        runner = build_runner(cfg)
     runner.register_hook(StrictCheckpointHook(strict=not args.non_strict, path=args.checkpoint))
     if args.out and args.out_item in ('pred', None):
         runner.test_evaluator.metrics.append(DumpResults(out_file_path=args.out))

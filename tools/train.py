@@ -38,8 +38,8 @@ from mmpoly.utils.startup import (CfgOptionsAction, StartupError, check_cfg_opti
                                   check_dist_cfg, check_hooks, check_model_config,
                                   check_no_earlier_run, check_optimizer,
                                   check_pretrained_backbone, check_train_loop, check_vis_backends,
-                                  check_work_dir, launcher_rank, load_config, same_checkpoint,
-                                  startup_errors, warn_ignored_keys)
+                                  check_work_dir, launcher_rank, load_config, model_build_errors,
+                                  same_checkpoint, startup_errors, warn_ignored_keys)
 
 #: The last sentence of the error for a ``load_from`` whose weights do not fit the model.
 LOAD_FROM_HINT = ('To start from the matching weights anyway (the others keep their initial '
@@ -308,7 +308,9 @@ def build_and_train(cfg: Config, args: argparse.Namespace,
     """Build the Runner and train; a checkpoint loaded by a new run (``load_from``, or
     ``start_from`` for ``--resume`` with nothing to resume) must fit the model
     (:class:`~mmpoly.engine.StrictCheckpointHook`; ``--non-strict`` only warns)."""
-    runner = apply_compile(build_runner(cfg, new_run_load_from=start_from))
+    with model_build_errors(cfg, args.config):
+        runner = build_runner(cfg, new_run_load_from=start_from)
+    runner = apply_compile(runner)
     if runner._load_from and not runner._resume:
         runner.register_hook(StrictCheckpointHook(strict=not args.non_strict,
                                                   path=runner._load_from, hint=LOAD_FROM_HINT))

@@ -30,6 +30,7 @@ import math
 import numbers
 import os
 import os.path as osp
+import re
 import sys
 import tempfile
 import time
@@ -259,6 +260,53 @@ def check_model_config(cfg: Config, source: str) -> None:
             name = unknown[0]
             raise StartupError(f'{key}.{name} of config {source!r}: {name!r} is not an argument '
                                f'of {key}.type {type_!r}{_close(name, sorted(arguments))}')
+
+
+#: Python's TypeError for a keyword a constructor does not take.
+UNEXPECTED_KEYWORD = re.compile(r"^(?P<owner>[\w.]+)\.__init__\(\) got an unexpected keyword "
+                                r"argument '(?P<name>\w+)'$")
+
+
+def unexpected_argument_problem(error: BaseException, cfg: Config, source: str
+                                ) -> Optional[str]:
+    """For the TypeError of a constructor given a keyword it does not take while ``cfg``'s model
+    was built (types that take ``**kwargs`` pass it on; :func:`check_model_config` cannot list
+    their arguments): the first config key that gave it (a dict of ``cfg.model`` with that key
+    whose type's class has that constructor in its MRO), with the arguments up the MRO that
+    come closest. None for any other error, or when no such key is found."""
+    match = UNEXPECTED_KEYWORD.match(str(error)) if isinstance(error, TypeError) else None
+    model = cfg.get('model')
+    if match is None or not isinstance(model, Mapping):
+        return None
+    name, owner = match['name'], match['owner']
+    for key, node, scope in _typed_dicts(model, 'model', cfg.get('default_scope') or 'mmpretrain'):
+        cls = _registered(node['type'], scope) if name in node else None
+        if not inspect.isclass(cls) or all(c.__qualname__ != owner for c in cls.__mro__):
+            continue
+        arguments = set()
+        for base in cls.__mro__:
+            with contextlib.suppress(TypeError, ValueError):
+                arguments |= {p.name for p in inspect.signature(base).parameters.values()
+                              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        passed_on = '' if cls.__qualname__ == owner else \
+            f' (it passes it on to {owner}, which does not take it)'
+        return (f'{key}.{name} of config {source!r}: {name!r} is not an argument of {key}.type '
+                f'{node["type"]!r}{passed_on}{_close(name, sorted(arguments - {"self"}))}')
+    return None
+
+
+@contextlib.contextmanager
+def model_build_errors(cfg: Config, source: str) -> Iterator[None]:
+    """Turn the TypeError of an argument no class of ``cfg.model`` takes, raised inside (while
+    a Runner builds the model), into a :class:`StartupError` naming the config key
+    (:func:`unexpected_argument_problem`); other errors pass."""
+    try:
+        yield
+    except TypeError as error:
+        problem = unexpected_argument_problem(error, cfg, source)
+        if problem is None:
+            raise
+        raise StartupError(problem) from error
 
 
 def _typed_dicts(node: Any, key: str, scope: str) -> Iterator[Tuple[str, Mapping, str]]:
