@@ -150,3 +150,25 @@ def test_onnx_parity_refuses_a_batch_that_is_not_a_tensor(x, name):
                        rf'batch\), got {re.escape(name)}; convert a numpy array with '
                        r'torch\.from_numpy\(x\)$'):
         onnx_parity(TinyClassifier(), 'model.onnx', x)
+
+
+# --- mmcv plugins' own checks ---------------------------------------------------------------
+
+@pytest.mark.parametrize('cfg, check, line', [
+    (dict(type='ContextBlock', ratio=0.25, pooling_type='max'),
+     "assert pooling_type in ['avg', 'att']", r'\d+'),
+    (dict(type='ContextBlock', ratio=0.25, fusion_types=('channel_mull', )),
+     'assert all([f in valid_fusion_types for f in fusion_types])', r'\d+'),
+])
+def test_a_value_an_mmcv_plugin_asserts_against_is_named(cfg, check, line):
+    """mmcv's ContextBlock checks its options with bare asserts: an AssertionError without a
+    message. The error names the plugin entry, the failed check and the plugin's options."""
+    with pytest.raises(ValueError, match=(
+            rf'^plugins\[0\]\.cfg \(type ContextBlock, the plugin after stage 1\) has a value '
+            rf'ContextBlock refuses: its check `{re.escape(check)}` failed \(context_block\.py, '
+            rf"line {line}\); its named options: \['fusion_types', 'pooling_type', 'ratio'\]$")):
+        PDCResNetCIFAR(**SMALL, plugins=[dict(cfg=cfg, stages=(False, True))])
+    net = PDCResNetCIFAR(**SMALL, plugins=[dict(cfg=dict(cfg, pooling_type='att',
+                                                         fusion_types=('channel_add', )),
+                                                stages=(False, True))])
+    assert net(torch.randn(1, 3, 16, 16))[-1].shape == (1, 16, 8, 8)

@@ -1,5 +1,7 @@
 """ResNet-style backbones whose blocks are polynomials of a chosen type and degree."""
 import inspect
+import os.path as osp
+import traceback
 from abc import abstractmethod
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -124,15 +126,22 @@ def _build_plugin(field: str, cfg: dict, cls: type, stage: int) -> nn.Module:
             raise ValueError(f'{field}.cfg: {cls.__name__} needs {missing} (missing for the '
                              f'plugin after stage {stage}); set it in {field}.cfg, or per '
                              f'stage in {field}.stage_cfgs')
-        return MODELS.build(cfg)
+    options = sorted(set(constructor_options(cls)) - {'in_channels'})
     try:
         return MODELS.build(cfg)
     except TypeError as error:  # a **kwargs constructor passed an option it does not take on
-        if 'unexpected keyword argument' not in str(error):
+        if 'unexpected keyword argument' not in str(error) or not takes_any_keyword(cls):
             raise
         raise ValueError(f'{field}.cfg (type {cls.__name__}) has an option it does not take: '
-                         f'{error}; its named options: '
-                         f'{sorted(set(constructor_options(cls)) - {"in_channels"})}') from error
+                         f'{error}; its named options: {options}') from error
+    except AssertionError as error:  # mmcv's plugins check their options with bare asserts
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        detail = f': {error}' if str(error) else ''
+        raise ValueError(
+            f'{field}.cfg (type {cls.__name__}, the plugin after stage {stage}) has a value '
+            f'{cls.__name__} refuses: its check `{(frame.line or "").strip()}` failed{detail} '
+            f'({osp.basename(frame.filename)}, line {frame.lineno}); its named options: '
+            f'{options}') from error
 
 
 def build_stage_plugins(plugins: Optional[Sequence[dict]],
