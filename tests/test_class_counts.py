@@ -10,11 +10,14 @@ import inspect
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import mmdet
 import pytest
 import torch
 from helpers import FASHION_MNIST, REPO, experiment_name, load_tool
 from mmdet.registry import DATASETS as DET_DATASETS
+from mmdet.registry import MODELS as DET_MODELS
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 from mmengine.runner import Runner
 from mmpretrain.registry import DATASETS, MODELS
 from test_datasets import make_cifar100, make_fashion_mnist
@@ -59,12 +62,45 @@ def _classifier(num_classes: int) -> Any:
 
 def test_class_counts_are_the_heads_and_losses() -> None:
     register_all_modules()
-    assert class_counts(_classifier(10)) == {'head': 10, 'head.loss_module': 10}
+    assert class_counts(_classifier(10)) == ('classifier', {'head': 10, 'head.loss_module': 10})
+    tta = MODELS.build(dict(type='AverageClsScoreTTA', module=_classifier_cfg(10)))
+    assert class_counts(tta) == class_counts(_classifier(10))
+    # mmpretrain's VGG keeps num_classes=-1 for "no classifier of its own": not a count
+    vgg = MODELS.build(dict(type='ImageClassifier', backbone=dict(type='VGG', depth=11),
+                            neck=dict(type='GlobalAveragePooling'),
+                            head=dict(type='LinearClsHead', num_classes=10, in_channels=512)))
+    assert vgg.backbone.num_classes == -1 and class_counts(vgg) == ('classifier', {'head': 10})
+    assert class_count_problem(vgg, Labelled([0, 9], 10), 'train_dataloader') is None
     cascade = build_model(Config.fromfile(
         str(REPO / 'configs' / 'cascade-mask-rcnn_pdc-resnet18_fpn_1x_coco.py')))
-    assert class_counts(cascade) == {  # the RPN head's one class ("object") is not one
+    assert class_counts(cascade) == ('detector', {  # not the RPN head's one class ("object")
         **{f'roi_head.bbox_head.{i}': 80 for i in range(3)},
-        **{f'roi_head.mask_head.{i}': 80 for i in range(3)}}
+        **{f'roi_head.mask_head.{i}': 80 for i in range(3)}})
+
+
+def test_other_models_and_other_heads_are_not_compared() -> None:
+    """A retriever's labels are gallery indices, not classes; a detector's semantic head has
+    classes of its own (HTC's 183 stuff and thing classes beside 80 box classes)."""
+    register_all_modules()
+    retriever = MODELS.build(dict(
+        type='ImageToImageRetriever', image_encoder=[
+            dict(type='ResNet', depth=18), dict(type='GlobalAveragePooling')],
+        head=dict(type='ArcFaceClsHead', num_classes=3, in_channels=512),
+        prototype=torch.zeros(4, 512)))
+    assert class_counts(retriever) == (None, {})
+    assert class_count_problem(retriever, Labelled([[0, 1], [6, 7]], None),
+                               'val_dataloader') is None
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        htc = DET_MODELS.build(Config.fromfile(str(
+            Path(mmdet.__file__).parent / '.mim' / 'configs' / 'htc' / 'htc_r50_fpn_1x_coco.py'
+        )).model)
+    kind, counts = class_counts(htc)
+    assert kind == 'detector' and htc.roi_head.semantic_head.num_classes == 183
+    assert set(counts.values()) == {80} and len(counts) == 6  # 3 box and 3 mask heads
+    coco = DET_DATASETS.get('LocalCocoDataset').METAINFO['classes']
+    dataset = Labelled([], 80)
+    dataset.metainfo['classes'] = coco
+    assert class_count_problem(htc, dataset, 'train_dataloader') is None
 
 
 @pytest.mark.parametrize('labels, names', [
@@ -95,9 +131,11 @@ def test_a_classifier_refuses_labels_past_its_outputs(names: Optional[int]) -> N
                                   'val_dataloader')
     assert problem == (
         'model.head.num_classes=10, model.head.loss_module.num_classes=10 are too few for the '
-        'labels of val_dataloader.dataset (Labelled), which reach 99: the loss would fail on an '
-        'index error (on a GPU, a device-side assertion). Set num_classes=100 or more (the '
-        'number of classes of the data)')
+        'labels of val_dataloader.dataset (Labelled): its sample 1 has label 42; the model '
+        'cannot predict it, and the evaluation would count it wrong. Set num_classes to the '
+        'number of classes of the data (at least 43)')
+    assert 'index error' in class_count_problem(_classifier(10), Labelled([0, 42, 99], names),
+                                                'train_dataloader')
 
 
 def test_a_detector_needs_exactly_its_data_s_classes() -> None:
@@ -147,7 +185,8 @@ def test_a_run_stops_before_its_first_step(tmp_path: Path) -> None:
     runner = _runner(tmp_path, 5)
     with pytest.raises(ClassCountError, match=r'^model\.head\.num_classes=5, model\.head\.'
                        r'loss_module\.num_classes=5 are too few for the labels of '
-                       r'train_dataloader\.dataset \(LocalFashionMNIST\), which reach \d:'):
+                       r'train_dataloader\.dataset \(LocalFashionMNIST\): its sample \d+ has '
+                       r'label \d; the loss would fail'):
         runner.train()
     assert runner.iter == 0 and not list((tmp_path / 'work').glob('*.pth'))
     # CIFAR-100's labels as the validation data of a 10-class model: refused before training
@@ -214,7 +253,7 @@ def test_train_tool_prints_the_mismatch_as_one_message(tmp_path: Path,
     assert exit_info.value.code == 1
     assert capsys.readouterr().err.splitlines()[-1] == (
         'tools/train.py: error: model.head.num_classes=5 is too few for the labels of '
-        'train_dataloader.dataset (LocalFashionMNIST), which reach 9: the loss would fail on an '
-        'index error (on a GPU, a device-side assertion). Set num_classes=10 or more (the '
-        'number of classes of the data)')
+        'train_dataloader.dataset (LocalFashionMNIST): its sample 0 has label 9; the loss would '
+        'fail on an index error (on a GPU, a device-side assertion). Set num_classes to the '
+        'number of classes of the data (at least 10)')
     assert not list(tmp_path.glob('*.pth'))

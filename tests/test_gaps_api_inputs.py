@@ -45,15 +45,15 @@ CIFAR_SHAPE = (3, 32, 32)
     # keyword argument", naming neither the field nor the options
     (dict(conv_cfg=dict(type='Conv2d', stride=2)),
      "backbone.conv_cfg={'type': 'Conv2d', 'stride': 2}: stride is set by "
-     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding, dilation, "
-     "groups and bias); remove it"),
+     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding and bias); "
+     "remove it"),
     (dict(conv_cfg=dict(type='Conv2d', paddingmode='reflect')),
      "backbone.conv_cfg has unknown option 'paddingmode' for Conv2d; allowed options: ['device', "
-     "'dtype', 'padding_mode']; did you mean 'padding_mode'?"),
+     "'dilation', 'dtype', 'groups', 'padding_mode']; did you mean 'padding_mode'?"),
     (dict(conv_cfg=dict(type='ConvWS', bias=True)),
      "backbone.conv_cfg={'type': 'ConvWS', 'bias': True}: bias is set by "
-     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding, dilation, "
-     "groups and bias); remove it"),
+     "mmcv.cnn.build_conv_layer (each layer's channels, kernel size, stride, padding and bias); "
+     "remove it"),
 ])
 def test_layer_cfg_key_errors_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=f'^{re.escape(message)}$'):

@@ -92,6 +92,19 @@ def test_coco_path_of_the_wrong_kind_is_named(tmp_path: Path, field: str, change
     assert str(checked.value) == str(loaded.value) == expected
 
 
+def test_coco_ann_file_with_a_slash_at_its_end_is_named(tmp_path: Path) -> None:
+    root = tmp_path / 'coco'
+    (root / 'annotations').mkdir(parents=True)
+    (root / 'annotations' / 'instances_val2017.json').write_text('{}')
+    (root / 'val2017').mkdir()
+    cfg = dict(coco_cfg(root), ann_file='annotations/instances_val2017.json/')
+    with pytest.raises(FileNotFoundError) as exc:
+        LocalCocoDataset.check_data(cfg)
+    assert str(exc.value).startswith(
+        f"LocalCocoDataset: ann_file '{root}/annotations/instances_val2017.json/' is a file "
+        "given with a '/' at its end: remove the '/'. COCO 2017's layout ")
+
+
 def test_coco_data_root_that_is_a_file_is_named(tmp_path: Path) -> None:
     root = tmp_path / 'coco'
     root.write_text('')
@@ -111,12 +124,28 @@ def imagenet(tmp_path: Path) -> Path:
     return tmp_path / 'imagenet'
 
 
-@pytest.mark.parametrize('split', ['valid', 'Train', 'training', None, 1])
+@pytest.mark.parametrize('split', ['valid', 'Train', 'training', 1])
 def test_imagenet_unknown_split_is_refused(imagenet: Path, split: Any) -> None:
     with pytest.raises(ValueError) as exc:
         LocalImageNet(data_root=str(imagenet), split=split)
     assert str(exc.value) == ("LocalImageNet: split must be 'train', 'val', 'test' or '' "
                               f'(data_prefix and ann_file as given), got {split!r}')
+
+
+def test_imagenet_split_none_and_a_flat_test_split_read_as_mmpretrain_reads_them(
+        imagenet: Path) -> None:
+    """split=None is mmpretrain's '' (data_prefix and ann_file as given); split='test' reads
+    image names without labels from a flat test/ (mmpretrain's layout has no meta/test.txt)."""
+    dataset = LocalImageNet(data_root=str(imagenet), split=None, data_prefix='val',
+                            ann_file='meta/val.txt')
+    assert dataset.split == '' and len(dataset) > 0
+    (imagenet / 'test').mkdir()
+    for name in ('b.JPEG', 'a.JPEG'):  # names only: no image is read
+        (imagenet / 'test' / name).write_bytes(b'')
+    test = LocalImageNet(data_root=str(imagenet), split='test')
+    assert [Path(test.get_data_info(i)['img_path']).name for i in range(len(test))] == [
+        'a.JPEG', 'b.JPEG']
+    assert 'gt_label' not in test.get_data_info(0)
 
 
 def write_train_txt(root: Path, lines: List[str]) -> str:
@@ -159,7 +188,7 @@ def test_imagenet_label_outside_the_classes_is_named(imagenet: Path, label: int,
 
 
 def test_imagenet_valid_ann_file_reads_as_mmpretrain_reads_it(imagenet: Path) -> None:
-    lines = ['n01440764/n01440764_0.JPEG 0', 'n01443537/n01443537_1.JPEG 1',
+    lines = ['n01440764/n01440764_0.JPEG 0', 'n01443537/n01443537_1.JPEG +1',  # int('+1')
              'name with spaces.JPEG 1']  # split at the last space, as mmpretrain splits it
     write_train_txt(imagenet, lines)
     dataset = LocalImageNet(data_root=str(imagenet), split='train',

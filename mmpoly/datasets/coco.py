@@ -59,6 +59,8 @@ class LocalCocoDataset(CocoDataset):
             if path and not check(path):
                 root = osp.join(data_root or '', '')
                 if osp.exists(osp.normpath(path)):  # normpath: also 'a_file/'
+                    if field == 'ann_file' and osp.isfile(osp.normpath(path)):
+                        wrong_kind = "a file given with a '/' at its end: remove the '/'"
                     return FileNotFoundError(
                         f'{cls.__name__}: {field} {path!r} is {wrong_kind}. COCO 2017\'s layout '
                         f'is {COCO_LAYOUT.format(root=root)}: set data_root to its folder, '

@@ -52,6 +52,8 @@ class LocalImageNet(ImageNet):
                  ann_file: str = '',
                  metainfo: Optional[dict] = None,
                  **kwargs) -> None:
+        if split is None:  # mmpretrain reads None as ''
+            split = ''
         if not isinstance(split, str) or split not in SPLITS:
             raise ValueError(f"{type(self).__name__}: split must be 'train', 'val', 'test' or '' "
                              f'(data_prefix and ann_file as given), got {split!r}')
@@ -82,7 +84,7 @@ class LocalImageNet(ImageNet):
         for number, line in enumerate(list_from_file(self.ann_file), 1):
             where = f'{name}: ann_file {self.ann_file!r} line {number}'
             filename, _, label = line.strip().rpartition(' ')
-            if not filename or not re.fullmatch(r'-?[0-9]+', label):
+            if not filename or not re.fullmatch(r'[-+]?[0-9]+', label):  # what int() reads
                 raise ValueError(f"{where}: {line!r} is not '<image path> <label>' with an "
                                  'integer label')
             if not 0 <= int(label) < count:
@@ -116,8 +118,9 @@ class LocalImageNet(ImageNet):
         if ann_file:
             path = osp.join(data_root, ann_file) if data_root else ann_file
             return None if osp.isfile(path) else f'ann_file {path!r} does not exist'
-        if split and not osp.isfile(osp.join(data_root, 'meta', f'{split}.txt')) and folder \
-                and not any(entry.is_dir() for entry in os.scandir(folder)):
+        if split not in ('', 'test') and folder \
+                and not osp.isfile(osp.join(data_root, 'meta', f'{split}.txt')) \
+                and not any(entry.is_dir() for entry in os.scandir(folder)):  # test: no labels
             return (f'{osp.join(data_root, "meta", f"{split}.txt")!r} does not exist and '
                     f'{folder!r} has no class folders to take the labels from')
         return None

@@ -186,34 +186,57 @@ def _backbone_width(backbone: nn.Module) -> Optional[int]:
     return widths[out_indices[-1]]
 
 
-def class_counts(model: nn.Module) -> Dict[str, int]:
-    """``{module path: num_classes}`` of every module of ``model`` with an int ``num_classes``
-    (a classifier's head, its data preprocessor and label-smoothing loss; a detector's box and
-    mask heads), except an RPN head's (its one class is "object")."""
-    return {name or type(model).__name__: module.num_classes
-            for name, module in model.named_modules()
-            if isinstance(getattr(module, 'num_classes', None), int)
-            and not isinstance(module.num_classes, bool) and not name.endswith('rpn_head')}
+def _is_mmdet(module: nn.Module, names: Tuple[str, ...]) -> bool:
+    """Whether ``module`` is an instance of one of mmdet's classes ``names`` (without importing
+    mmdet's models)."""
+    return any(cls.__name__ in names and cls.__module__.startswith('mmdet.')
+               for cls in type(module).__mro__)
 
 
-def _largest_label(dataset: Any) -> Optional[int]:
-    """The largest ``gt_label`` of a classification dataset (None without labels, or for a
-    dataset that is no mmengine dataset: no ``get_data_info``)."""
-    largest = None
+def _positive_count(module: nn.Module) -> bool:
+    """Whether ``module.num_classes`` is a class count (mmpretrain's VGG, AlexNet and LeNet5
+    backbones keep -1 for "no classifier of their own")."""
+    count = getattr(module, 'num_classes', None)
+    return isinstance(count, int) and not isinstance(count, bool) and count > 0
+
+
+def class_counts(model: nn.Module) -> Tuple[Optional[str], Dict[str, int]]:
+    """The kind of ``model`` and ``{module path: num_classes}`` of its parts that classify:
+
+    * 'classifier' (mmpretrain's ImageClassifier, also inside a TTA model): every module with a
+      positive ``num_classes`` outside the backbone (the head, a label-smoothing loss, a data
+      preprocessor's batch augments);
+    * 'detector': mmdet's box and mask heads (not the RPN's "object", nor semantic or panoptic
+      heads, whose classes are others);
+    * (None, {}) for any other model (e.g. a retriever, whose labels are gallery indices)."""
+    from mmengine.model import BaseTTAModel
+    from mmpretrain.models import ImageClassifier
+    if isinstance(model, BaseTTAModel):
+        model = model.module
+    if isinstance(model, ImageClassifier):
+        return 'classifier', {
+            name: module.num_classes for name, module in model.named_modules()
+            if name and _positive_count(module) and name.split('.')[0] != 'backbone'}
+    heads = {name: module.num_classes for name, module in model.named_modules()
+             if _is_mmdet(module, ('BBoxHead', 'FCNMaskHead')) and _positive_count(module)}
+    return ('detector', heads) if heads else (None, {})
+
+
+def _first_label_from(dataset: Any, count: int) -> Optional[Tuple[int, int]]:
+    """(index, label) of the first sample of ``dataset`` with a ``gt_label`` >= ``count``; None
+    if there is none, or for a dataset that is no mmengine dataset (no ``get_data_info``)."""
     if not hasattr(dataset, 'get_data_info'):
         return None
     for index in range(len(dataset)):
         label = dataset.get_data_info(index).get('gt_label')
-        if label is None:
-            continue
-        values = np.asarray(label).reshape(-1)
-        if values.size:
-            largest = max(int(values.max()), largest if largest is not None else -1)
-    return largest
+        values = np.asarray(label if label is not None else []).reshape(-1)
+        if values.size and int(values.max()) >= count:
+            return index, int(values.max())
+    return None
 
 
 def _listed(counts: Dict[str, int]) -> str:
-    """'model.head.num_classes=5, model.data_preprocessor.num_classes=5'."""
+    """'model.head.num_classes=5, model.head.loss_module.num_classes=5'."""
     return ', '.join(f'model.{name}.num_classes={count}' for name, count in counts.items())
 
 
@@ -224,24 +247,25 @@ def _verb(counts: Dict[str, int], one: str, several: str) -> str:
 
 def class_count_problem(model: nn.Module, dataset: Any, loader: str) -> Optional[str]:
     """Why ``model`` cannot be trained or evaluated on ``dataset`` (of ``loader``, e.g.
-    'train_dataloader'), or None:
+    'train_dataloader'), or None (:func:`class_counts` says which parts are compared):
 
-    * a detector (a module path with ``roi_head``): every ``num_classes`` must be the number of
-      the dataset's ``metainfo['classes']``, as mmdet's NumClassCheckHook requires: labels past
-      the last class read as background, and predictions of classes the data does not have
-      break the COCO evaluation;
-    * a classifier: no ``gt_label`` may reach a ``num_classes`` (the loss would fail on an index
-      error, on a GPU a device-side assertion). The labels are read only where the metainfo
-      names more classes than the model has, or none (e.g. Fashion-MNIST converted to the
-      ImageNet layout keeps ImageNet's 1,000 names for its labels 0-9); more outputs than
-      labels are allowed.
+    * a detector: every box and mask head's ``num_classes`` must be the number of the dataset's
+      ``metainfo['classes']``, as mmdet's NumClassCheckHook requires: labels past the last
+      class read as background, and predictions of classes the data does not have break the
+      COCO evaluation;
+    * a classifier: no ``gt_label`` may reach a ``num_classes`` (in training the loss fails on
+      an index error, on a GPU a device-side assertion; in an evaluation the sample counts as
+      wrong whatever the model does). The labels are read only where the metainfo names more
+      classes than the model has, or none (e.g. Fashion-MNIST converted to the ImageNet layout
+      keeps ImageNet's 1,000 names for its labels 0-9), up to the first one too large; more
+      outputs than labels are allowed.
     """
-    counts = class_counts(model)
-    classes = getattr(dataset, 'metainfo', {}).get('classes')
-    named = len(classes) if isinstance(classes, (list, tuple)) and classes else None
+    kind, counts = class_counts(model)
     if not counts:
         return None
-    if any('roi_head' in name for name in counts):
+    classes = getattr(dataset, 'metainfo', {}).get('classes')
+    named = len(classes) if isinstance(classes, (list, tuple)) and classes else None
+    if kind == 'detector':
         wrong = {name: count for name, count in counts.items() if count != named}
         if named is None or not wrong:
             return None
@@ -254,15 +278,18 @@ def class_count_problem(model: nn.Module, dataset: Any, loader: str) -> Optional
                 '(metainfo=dict(classes=...))')
     if named is not None and named <= min(counts.values()):
         return None
-    largest = _largest_label(dataset)
-    wrong = {name: count for name, count in counts.items()
-             if largest is not None and largest >= count}
-    if not wrong:
+    found = _first_label_from(dataset, min(counts.values()))
+    if found is None:
         return None
+    index, label = found
+    wrong = {name: count for name, count in counts.items() if label >= count}
+    consequence = ('the loss would fail on an index error (on a GPU, a device-side assertion)'
+                   if loader == 'train_dataloader' else
+                   'the model cannot predict it, and the evaluation would count it wrong')
     return (f'{_listed(wrong)} {_verb(wrong, "is", "are")} too few for the labels of '
-            f'{loader}.dataset ({type(dataset).__name__}), which reach {largest}: the loss would '
-            'fail on an index error (on a GPU, a device-side assertion). Set '
-            f'num_classes={largest + 1} or more (the number of classes of the data)')
+            f'{loader}.dataset ({type(dataset).__name__}): its sample {index} has label {label}; '
+            f'{consequence}. Set num_classes to the number of classes of the data (at least '
+            f'{label + 1})')
 
 
 @HOOKS.register_module()

@@ -262,9 +262,10 @@ def check_model_config(cfg: Config, source: str) -> None:
                                f'of {key}.type {type_!r}{_close(name, sorted(arguments))}')
 
 
-#: Python's TypeError for a keyword a constructor does not take.
-UNEXPECTED_KEYWORD = re.compile(r"^(?P<owner>[\w.]+)\.__init__\(\) got an unexpected keyword "
-                                r"argument '(?P<name>\w+)'$")
+#: Python's TypeError for a keyword a constructor does not take: the class is named from 3.10
+#: on, and 3.13 adds a suggestion.
+UNEXPECTED_KEYWORD = re.compile(r"^(?:(?P<owner>[\w.]+)\.)?__init__\(\) got an unexpected "
+                                r"keyword argument '(?P<name>\w+)'(?:\. Did you mean .*)?$")
 
 
 def unexpected_argument_problem(error: BaseException, cfg: Config, source: str
@@ -281,14 +282,17 @@ def unexpected_argument_problem(error: BaseException, cfg: Config, source: str
     name, owner = match['name'], match['owner']
     for key, node, scope in _typed_dicts(model, 'model', cfg.get('default_scope') or 'mmpretrain'):
         cls = _registered(node['type'], scope) if name in node else None
-        if not inspect.isclass(cls) or all(c.__qualname__ != owner for c in cls.__mro__):
+        if not inspect.isclass(cls) or (
+                owner and all(c.__qualname__ != owner for c in cls.__mro__)):
             continue
         arguments = set()
         for base in cls.__mro__:
             with contextlib.suppress(TypeError, ValueError):
                 arguments |= {p.name for p in inspect.signature(base).parameters.values()
                               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        passed_on = '' if cls.__qualname__ == owner else \
+        if not owner and name in arguments:
+            continue  # (Python 3.9 names no class) a class that takes it did not raise
+        passed_on = '' if owner in (None, cls.__qualname__) else \
             f' (it passes it on to {owner}, which does not take it)'
         return (f'{key}.{name} of config {source!r}: {name!r} is not an argument of {key}.type '
                 f'{node["type"]!r}{passed_on}{_close(name, sorted(arguments - {"self"}))}')

@@ -205,10 +205,9 @@ BUILDER_OPTIONS = {'build_norm_layer': ('requires_grad', ), 'build_activation_la
 #: builder reads it (``build_activation_layer`` builds with ``MODELS.build``).
 BUILDER_CFG_KEYS = {'build_norm_layer': ('type', ), 'build_activation_layer': ('type', '_scope_'),
                     'build_conv_layer': ('type', )}
-#: The arguments each layer gives ``mmcv.cnn.build_conv_layer`` itself (a conv_cfg key among
-#: them is a "multiple values" TypeError).
-CONV_CALL_ARGS = ('in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'dilation',
-                  'groups', 'bias')
+#: The arguments mmpoly's layers give ``mmcv.cnn.build_conv_layer`` themselves (a conv_cfg key
+#: among them is a "multiple values" TypeError).
+CONV_CALL_ARGS = ('in_channels', 'out_channels', 'kernel_size', 'stride', 'padding', 'bias')
 
 
 def _set_by_builder(layer_cls: type, builder: str) -> Tuple[Tuple[str, ...], str]:
@@ -216,8 +215,7 @@ def _set_by_builder(layer_cls: type, builder: str) -> Tuple[Tuple[str, ...], str
     they are: the channels a norm normalises (``num_channels`` of ``nn.GroupNorm``, the first
     argument of any other norm); a conv's :data:`CONV_CALL_ARGS`."""
     if builder == 'build_conv_layer':
-        return CONV_CALL_ARGS, ("each layer's channels, kernel size, stride, padding, dilation, "
-                                'groups and bias')
+        return CONV_CALL_ARGS, "each layer's channels, kernel size, stride, padding and bias"
     if builder != 'build_norm_layer':
         return (), ''
     if layer_cls is nn.GroupNorm:
