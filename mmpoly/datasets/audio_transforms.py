@@ -26,6 +26,7 @@ from mmcv.transforms import BaseTransform
 from scipy.io import wavfile
 
 from mmpoly.registry import TRANSFORMS
+from .local import is_int
 
 __all__ = [
     'read_wav', 'check_wav_header', 'hann_window', 'stft', 'mel_filterbank', 'power_to_db',
@@ -210,10 +211,6 @@ def _is_number(value: Any) -> bool:
         and math.isfinite(value)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check(owner: str, name: str, value: Any, allowed: str, valid: bool) -> None:
     """Raise a ValueError naming ``owner.name``, ``value`` and what is ``allowed``."""
     if not valid:
@@ -221,7 +218,7 @@ def _check(owner: str, name: str, value: Any, allowed: str, valid: bool) -> None
 
 
 def _check_positive_int(owner: str, name: str, value: Any) -> int:
-    _check(owner, name, value, 'a positive int', _is_int(value) and value > 0)
+    _check(owner, name, value, 'a positive int', is_int(value) and value > 0)
     return int(value)
 
 
@@ -479,7 +476,7 @@ class STFTTimeShift(BaseTransform):
 
     def __init__(self, max_shift: int = 8, prob: float = 0.5) -> None:
         _check('STFTTimeShift', 'max_shift', max_shift, 'an int >= 0',
-               _is_int(max_shift) and max_shift >= 0)
+               is_int(max_shift) and max_shift >= 0)
         self.max_shift = max_shift
         self.prob = _check_prob('STFTTimeShift', prob)
 

@@ -28,7 +28,7 @@ from mmengine.config import Config
 from pycocotools import mask as mask_utils
 
 from ..fileio import atomic_write
-from .local import LocalFashionMNIST
+from .local import LocalFashionMNIST, is_int
 
 __all__ = ['FASHION_MNIST_CLASSES', 'BACKGROUND_PHOTOS', 'CONFIG_DIR', 'MIN_IMAGE_SIDE',
            'DEFAULT_ITEM_SIZES', 'write_fashion_coco', 'fashion_coco_detector_config']
@@ -163,14 +163,9 @@ def _write_json_atomic(path: str, obj: dict) -> None:
     atomic_write(json.dumps(obj), path)
 
 
-def _is_int(value: Any) -> bool:
-    """Whether ``value`` is an int (numpy's too), not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _is_int_pair(value: Any) -> bool:
     """Whether ``value`` is a pair of ints (a tuple or list)."""
-    return isinstance(value, (tuple, list)) and len(value) == 2 and all(map(_is_int, value))
+    return isinstance(value, (tuple, list)) and len(value) == 2 and all(map(is_int, value))
 
 
 def write_fashion_coco(out_dir: str,
@@ -206,7 +201,7 @@ def write_fashion_coco(out_dir: str,
     for split, count in num_images.items():
         if split not in SPLITS:
             raise ValueError(f'num_images has unknown split {split!r}; allowed: {list(SPLITS)}')
-        if not _is_int(count) or count < 1:
+        if not is_int(count) or count < 1:
             raise ValueError(f'num_images[{split!r}] must be a positive int, got {count!r}')
     if not _is_int_pair(image_size) or min(image_size) < MIN_IMAGE_SIDE:
         raise ValueError(f'image_size must be (H, W), two ints both >= {MIN_IMAGE_SIDE}, got '
@@ -221,7 +216,7 @@ def write_fashion_coco(out_dir: str,
     if isinstance(backgrounds, str) or not isinstance(backgrounds, Sequence) or not backgrounds:
         raise ValueError(f'backgrounds must be a non-empty list of skimage.data photo names, '
                          f'e.g. {list(BACKGROUND_PHOTOS[:2])}, got {backgrounds!r}')
-    if not _is_int(seed):
+    if not is_int(seed):
         raise ValueError(f'seed must be an int, got {seed!r}')
     rng = np.random.default_rng(seed)
     photos = _load_photos(backgrounds)
@@ -294,7 +289,7 @@ def fashion_coco_detector_config(detector_config: str,
         raise ValueError(f'data_root must be the folder of the set (a str), got {data_root!r}')
     if not _is_int_pair(image_scale) or min(image_scale) < 1:
         raise ValueError(f'image_scale must be (W, H), two positive ints, got {image_scale!r}')
-    if not _is_int(warmup_iters) or warmup_iters < 1:
+    if not is_int(warmup_iters) or warmup_iters < 1:
         raise ValueError(f'warmup_iters must be a positive int, got {warmup_iters!r}')
     cfg = Config.fromfile(detector_config)
     if not data_root.startswith(CONFIG_DIR):

@@ -5,8 +5,9 @@ a missing ``data_root`` or file raises a FileNotFoundError that names the path a
 get the data (``check_data`` raises it from a dataset config, before the Runner is built);
 checksums can be switched off (small files made in the same format, for tests).
 """
+import numbers
 import os.path as osp
-from typing import List, Mapping, Optional
+from typing import Any, List, Mapping, Optional
 
 import numpy as np
 from mmengine.fileio import exists, join_path
@@ -37,18 +38,22 @@ def check_flags(dataset: str, **flags: object) -> None:
             raise ValueError(f'{dataset}: {name} must be True or False, got {value!r}')
 
 
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (numpy's too), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def check_indices(dataset: str, indices: object) -> None:
     """``indices`` (mmengine's: the first N samples, or the samples at these indices) must be
     None, an int >= 1 or a non-empty list of ints >= 0; mmengine fails on the others with
     errors naming neither the dataset nor the option."""
     if indices is None:
         return
-    if isinstance(indices, (int, np.integer)) and not isinstance(indices, (bool, np.bool_)):
+    if is_int(indices):
         if indices >= 1:
             return
     elif isinstance(indices, (list, tuple)) and indices and all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) and i >= 0
-            for i in indices):
+            is_int(i) and i >= 0 for i in indices):
         return
     raise ValueError(f'{dataset}: indices must be None (every sample), an int N >= 1 (the first '
                      f'N samples) or a non-empty list of sample indices >= 0, got {indices!r}')
@@ -57,7 +62,7 @@ def check_indices(dataset: str, indices: object) -> None:
 def check_indices_range(dataset: str, indices: object, num_samples: int) -> None:
     """A list of ``indices`` must name samples of the ``num_samples`` loaded, and an int (the
     first N) must not be more than them (mmengine would silently take the whole split)."""
-    if isinstance(indices, (int, np.integer)) and indices > num_samples:
+    if is_int(indices) and indices > num_samples:
         raise ValueError(f'{dataset}: indices {indices} (the first N samples) is more than the '
                          f'{num_samples} samples of this split; allowed: 1 to {num_samples}')
     if isinstance(indices, (list, tuple)):
