@@ -253,9 +253,9 @@ def shutdown_distributed() -> None:
     """End a finished distributed run cleanly: the run's objects freed, a barrier, then
     ``destroy_process_group``.
 
-    A finished Runner is kept alive by its own reference cycles (its hooks, loops and visualizer
-    refer back to it), and with it the model's DistributedDataParallel wrapper, which torch 2.14.1
-    aborts the process for when it is freed at interpreter shutdown; ``gc.collect()`` frees them
+    A finished Runner can stay alive in its own reference cycle (its loops refer back to it),
+    and with it the model's DistributedDataParallel wrapper, which can abort the process when it
+    is freed only at interpreter shutdown (torch 2.14.1, gloo); ``gc.collect()`` frees them
     now. The barrier keeps a fast rank from tearing its group down while a peer still talks to
     it (e.g. rank 0 evaluating the collected predictions). A no-op without a process group.
     """

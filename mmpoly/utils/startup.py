@@ -23,6 +23,7 @@ ignores without a word although they look meant to act: those of mmcv 1.x config
 import argparse
 import contextlib
 import difflib
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -42,7 +43,8 @@ from mmengine.config import Config, DictAction
 
 __all__ = [
     'StartupError', 'TRACEBACK_ENV', 'RANK_VARIABLES', 'QUIET_RANK_WAIT_S', 'launcher_rank',
-    'startup_errors', 'load_config', 'check_cfg_options', 'check_train_loop', 'check_work_dir',
+    'startup_errors', 'end_distributed_after_error', 'load_config', 'check_cfg_options',
+    'check_train_loop', 'check_work_dir',
     'out_file_problem', 'folder_problem', 'check_optimizer', 'OPTIMIZER_NUMBERS',
     'check_no_earlier_run', 'earlier_run_files', 'same_checkpoint', 'check_checkpoint',
     'check_datasets', 'LEGACY_KEYS', 'READ_KEYS', 'warn_ignored_keys', 'dist_cfg_keys',
@@ -96,7 +98,33 @@ def startup_errors(prog: str, launcher: str = 'none') -> Iterator[None]:
         if os.environ.get(TRACEBACK_ENV, '') not in ('', '0'):
             # the three-argument form: Python 3.9 has no one-argument print_exception
             traceback.print_exception(type(error), error, error.__traceback__)
+        end_distributed_after_error(error)
         raise SystemExit(1) from None
+
+
+def end_distributed_after_error(error: BaseException) -> None:
+    """Before a rank exits on ``error``: free what the tracebacks of ``error`` and of the errors
+    it was raised from hold, and destroy the process group (without a barrier: the other ranks
+    may never reach one). A no-op without a process group.
+
+    A refusal raised after the Runner was built (a resume that cannot resume, a checkpoint that
+    does not fit) leaves the Runner in the locals of the finished frames of its tracebacks, and
+    with it the model's DistributedDataParallel wrapper. Freed only at interpreter shutdown,
+    that wrapper can abort the rank (torch 2.14.1, gloo; see
+    :func:`mmpoly.engine.launcher.shutdown_distributed`), and torchrun would report a signal
+    instead of exit status 1.
+    """
+    import torch.distributed as torch_dist
+    if not (torch_dist.is_available() and torch_dist.is_initialized()):
+        return
+    seen: Set[int] = set()
+    chained: Optional[BaseException] = error
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        traceback.clear_frames(chained.__traceback__)  # frames still running are skipped
+        chained = chained.__cause__ or chained.__context__
+    gc.collect()
+    torch_dist.destroy_process_group()
 
 
 # --------------------------------------------------------------------------- config files
