@@ -4,7 +4,7 @@ import pickle
 import weakref
 import zipfile
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, NamedTuple
 
 import numpy as np
 import pytest
@@ -341,6 +341,32 @@ def world_of_one(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         torch.distributed.destroy_process_group()
 
 
+class DDPWatch(NamedTuple):
+    made: List[weakref.ref]  # every DDP wrapper built in the test, by weak reference
+    seen: List[int]  # at each destroy_process_group: how many of them were alive
+
+
+@pytest.fixture
+def ddp_watch(monkeypatch: pytest.MonkeyPatch) -> DDPWatch:
+    """Records the DDP wrappers built in the test and, at each ``destroy_process_group``, how
+    many of them are still alive."""
+    watch = DDPWatch([], [])
+    ddp_init = DistributedDataParallel.__init__
+    destroy = torch.distributed.destroy_process_group
+
+    def recorded_init(self, *args, **kwargs) -> None:
+        ddp_init(self, *args, **kwargs)
+        watch.made.append(weakref.ref(self))
+
+    def checked_destroy(*args, **kwargs) -> None:
+        watch.seen.append(sum(ref() is not None for ref in watch.made))
+        destroy(*args, **kwargs)
+
+    monkeypatch.setattr(DistributedDataParallel, '__init__', recorded_init)
+    monkeypatch.setattr(torch.distributed, 'destroy_process_group', checked_destroy)
+    return watch
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason='tests the CPU-only path')
 def test_setup_cpu_distributed_single_process_runner(tmp_path: Path, world_of_one: None) -> None:
     """A world of one: gloo group before the Runner, which then skips init_dist, DDP on CPU."""
@@ -369,7 +395,7 @@ def test_setup_cpu_distributed_single_process_runner(tmp_path: Path, world_of_on
 @pytest.mark.skipif(torch.cuda.is_available(), reason='tests the CPU-only (gloo) path')
 @pytest.mark.parametrize('tool', ['train', 'test'])
 def test_distributed_tools_free_the_ddp_wrapper_before_ending_the_group(
-        tool: str, tmp_path: Path, world_of_one: None, monkeypatch: pytest.MonkeyPatch) -> None:
+        tool: str, tmp_path: Path, world_of_one: None, ddp_watch: DDPWatch) -> None:
     """tools/train.py and tools/test.py (--launcher pytorch, a world of one, in this process)
     leave no DistributedDataParallel wrapper alive when they destroy the process group. A
     finished Runner's loops refer back to it, and this reference cycle could keep the wrapper
@@ -378,75 +404,48 @@ def test_distributed_tools_free_the_ddp_wrapper_before_ending_the_group(
     gloo, 6 of 60 two-process runs of a 10-line DDP script whose wrapper sat in such a cycle,
     none of 60 with mmpoly's shutdown_distributed. It is the likely cause of a completed
     two-process Mask R-CNN dist_train.sh run of tests/test_detection.py that exited 134."""
-    made = []  # every DDP wrapper built in this test, by weak reference
-    ddp_init = DistributedDataParallel.__init__
-
-    def recorded_init(self, *args, **kwargs) -> None:
-        ddp_init(self, *args, **kwargs)
-        made.append(weakref.ref(self))
-
-    monkeypatch.setattr(DistributedDataParallel, '__init__', recorded_init)
-    seen = []  # at each destroy_process_group: how many of them are alive
-    destroy = torch.distributed.destroy_process_group
-
-    def checked_destroy(*args, **kwargs) -> None:
-        seen.append(sum(ref() is not None for ref in made))
-        destroy(*args, **kwargs)
-
-    monkeypatch.setattr(torch.distributed, 'destroy_process_group', checked_destroy)
     config = write_config(tmp_path, make_fashion_mnist_subset(tmp_path / 'data'))
     train_dir = tmp_path / 'train'
     load_tool('train').main([str(config), '--work-dir', str(train_dir), '--launcher', 'pytorch',
                              '--cfg-options', 'train_cfg.max_epochs=1'])
     if tool == 'test':
-        made.clear()
-        seen.clear()
+        ddp_watch.made.clear()
+        ddp_watch.seen.clear()
         load_tool('test').main([str(config), str(train_dir / 'epoch_1.pth'), '--work-dir',
                                 str(tmp_path / 'test'), '--launcher', 'pytorch'])
-    assert len(made) == 1, made  # the tool did wrap its model
-    assert seen == [0] and not torch.distributed.is_initialized()
+    assert len(ddp_watch.made) == 1, ddp_watch  # the tool did wrap its model
+    assert ddp_watch.seen == [0] and not torch.distributed.is_initialized()
 
 
 class _FinishedRun:
-    """A run that built its DDP wrapper and refused to go on: kept in a reference cycle."""
+    """A run that built its DDP wrapper (kept in a reference cycle, as a Runner's)."""
 
     def __init__(self) -> None:
         self.model = DistributedDataParallel(nn.Linear(2, 2))
         self.me = self
 
-
-def _refuse_after_building(made: List[weakref.ref]) -> None:
-    run = _FinishedRun()
-    made.append(weakref.ref(run.model))
-    try:
-        raise ValueError('the checkpoint does not fit')
-    except ValueError as error:
-        raise StartupError(str(error)) from error
+    def refuse(self) -> None:
+        """A refusal raised after the build: this frame's locals hold the run."""
+        try:
+            raise ValueError('the checkpoint does not fit')
+        except ValueError as error:
+            raise StartupError(str(error)) from error
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='tests the CPU-only (gloo) path')
 def test_a_refusal_after_the_runner_was_built_frees_it_and_ends_the_group(
-        world_of_one: None, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture) -> None:
+        world_of_one: None, ddp_watch: DDPWatch, capsys: pytest.CaptureFixture) -> None:
     """A rank that stops on a StartupError raised after its Runner and DDP wrapper were built
     (tools/train.py and tools/test.py end in startup_errors) frees them, although the error's
     traceback holds the frame that built them, and destroys the process group before exiting
     with status 1: a wrapper freed only at interpreter shutdown can abort the rank (see the
     test above), and torchrun would then report a signal."""
     torch.distributed.init_process_group('gloo')
-    made, seen = [], []
-    destroy = torch.distributed.destroy_process_group
-
-    def checked_destroy(*args, **kwargs) -> None:
-        seen.append(sum(ref() is not None for ref in made))
-        destroy(*args, **kwargs)
-
-    monkeypatch.setattr(torch.distributed, 'destroy_process_group', checked_destroy)
     with pytest.raises(SystemExit) as exit_info:
         with startup_errors('tools/train.py', 'pytorch'):
-            _refuse_after_building(made)
-    assert exit_info.value.code == 1 and len(made) == 1
-    assert seen == [0] and not torch.distributed.is_initialized()
+            _FinishedRun().refuse()
+    assert exit_info.value.code == 1 and len(ddp_watch.made) == 1
+    assert ddp_watch.seen == [0] and not torch.distributed.is_initialized()
     assert capsys.readouterr().err == 'tools/train.py: error: the checkpoint does not fit\n'
 
 

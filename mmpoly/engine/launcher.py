@@ -249,18 +249,21 @@ def build_runner(cfg: Config, new_run_load_from: Optional[str] = None) -> Runner
     return runner
 
 
-def shutdown_distributed() -> None:
-    """End a finished distributed run cleanly: the run's objects freed, a barrier, then
-    ``destroy_process_group``.
+def shutdown_distributed(wait_for_peers: bool = True) -> None:
+    """End a distributed run cleanly: the run's objects freed, a barrier (``wait_for_peers``),
+    then ``destroy_process_group``.
 
     A finished Runner can stay alive in its own reference cycle (its loops refer back to it),
     and with it the model's DistributedDataParallel wrapper, which can abort the process when it
     is freed only at interpreter shutdown (torch 2.14.1, gloo); ``gc.collect()`` frees them
     now. The barrier keeps a fast rank from tearing its group down while a peer still talks to
-    it (e.g. rank 0 evaluating the collected predictions). A no-op without a process group.
+    it (e.g. rank 0 evaluating the collected predictions); a rank that stops on an error passes
+    ``wait_for_peers=False``, as its peers may never reach a barrier. A no-op without a process
+    group.
     """
     if not (torch_dist.is_available() and torch_dist.is_initialized()):
         return
     gc.collect()
-    torch_dist.barrier()
+    if wait_for_peers:
+        torch_dist.barrier()
     torch_dist.destroy_process_group()

@@ -23,7 +23,6 @@ ignores without a word although they look meant to act: those of mmcv 1.x config
 import argparse
 import contextlib
 import difflib
-import gc
 import importlib
 import importlib.util
 import inspect
@@ -104,27 +103,26 @@ def startup_errors(prog: str, launcher: str = 'none') -> Iterator[None]:
 
 def end_distributed_after_error(error: BaseException) -> None:
     """Before a rank exits on ``error``: free what the tracebacks of ``error`` and of the errors
-    it was raised from hold, and destroy the process group (without a barrier: the other ranks
-    may never reach one). A no-op without a process group.
+    it was raised from hold, and destroy the process group without waiting for the other ranks
+    (:func:`mmpoly.engine.launcher.shutdown_distributed`). A no-op without a process group.
 
     A refusal raised after the Runner was built (a resume that cannot resume, a checkpoint that
     does not fit) leaves the Runner in the locals of the finished frames of its tracebacks, and
     with it the model's DistributedDataParallel wrapper. Freed only at interpreter shutdown,
-    that wrapper can abort the rank (torch 2.14.1, gloo; see
-    :func:`mmpoly.engine.launcher.shutdown_distributed`), and torchrun would report a signal
+    that wrapper can abort the rank (torch 2.14.1, gloo), and torchrun would report a signal
     instead of exit status 1.
     """
     import torch.distributed as torch_dist
     if not (torch_dist.is_available() and torch_dist.is_initialized()):
-        return
+        return  # frames left as they are: nothing to free them for
+    from mmpoly.engine.launcher import shutdown_distributed
     seen: Set[int] = set()
     chained: Optional[BaseException] = error
     while chained is not None and id(chained) not in seen:
         seen.add(id(chained))
         traceback.clear_frames(chained.__traceback__)  # frames still running are skipped
         chained = chained.__cause__ or chained.__context__
-    gc.collect()
-    torch_dist.destroy_process_group()
+    shutdown_distributed(wait_for_peers=False)
 
 
 # --------------------------------------------------------------------------- config files
